@@ -1,0 +1,154 @@
+/*
+common/utils.h: the few helpers every program in this project shares.
+
+Error policy: bad input (a missing file, a truncated file, a wrong magic number, an absurd flag)
+ends the program with ONE line on stderr, "error: ...", and exit status 1. Nothing is allowed to
+crash, and nothing already on disk is half-overwritten: files we produce are written to a
+temporary name, flushed to disk and then renamed over the old one (atomic_open / atomic_commit).
+
+These headers are included both by the C trainer (gcc) and by the CUDA trainer (nvcc, C++), so
+they stick to the common subset of C and C++: explicit casts from void*, no VLAs in signatures.
+*/
+#ifndef COMMON_UTILS_H
+#define COMMON_UTILS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// ----------------------------------------------------------------------------
+// fatal errors: one line, non-zero exit
+
+static void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fatal(const char* fmt, ...) {
+    fflush(stdout);
+    va_list args;
+    va_start(args, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------
+// checked allocation
+
+static void* malloc_check(size_t size, const char* what) {
+    void* ptr = malloc(size > 0 ? size : 1);
+    if (ptr == NULL) { fatal("out of memory allocating %zu bytes for %s", size, what); }
+    return ptr;
+}
+
+static void* calloc_check(size_t count, size_t size, const char* what) {
+    void* ptr = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
+    if (ptr == NULL) { fatal("out of memory allocating %zu x %zu bytes for %s", count, size, what); }
+    return ptr;
+}
+
+// ----------------------------------------------------------------------------
+// checked file reading: every failure names the file
+
+static FILE* fopen_check(const char* path, const char* mode) {
+    FILE* f = fopen(path, mode);
+    if (f == NULL) { fatal("cannot open %s: %s", path, strerror(errno)); }
+    return f;
+}
+
+static void fread_check(void* ptr, size_t size, size_t count, FILE* f, const char* path) {
+    size_t got = fread(ptr, size, count, f);
+    if (got != count) {
+        if (ferror(f)) { fatal("%s: read failed: %s", path, strerror(errno)); }
+        fatal("%s: file is truncated (expected %zu more bytes)", path, (count - got) * size);
+    }
+}
+
+static void fseek_check(FILE* f, long offset, int whence, const char* path) {
+    if (fseek(f, offset, whence) != 0) { fatal("%s: seek failed: %s", path, strerror(errno)); }
+}
+
+// size of an open file in bytes (leaves the position at the start)
+static long file_size_check(FILE* f, const char* path) {
+    fseek_check(f, 0, SEEK_END, path);
+    long size = ftell(f);
+    if (size < 0) { fatal("%s: cannot determine file size", path); }
+    fseek_check(f, 0, SEEK_SET, path);
+    return size;
+}
+
+static int file_exists(const char* path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// ----------------------------------------------------------------------------
+// atomic file writing: write to "<path>.tmp", fsync, then rename over <path>.
+// A crash or a full disk at any point leaves the previous <path> untouched.
+
+typedef struct {
+    FILE* f;
+    char path[1024];
+    char tmp_path[1040];
+} AtomicFile;
+
+static void atomic_open(AtomicFile* af, const char* path) {
+    if (strlen(path) >= sizeof(af->path)) { fatal("output path too long: %s", path); }
+    strcpy(af->path, path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    af->f = fopen(af->tmp_path, "wb");
+    if (af->f == NULL) { fatal("cannot write %s: %s", af->tmp_path, strerror(errno)); }
+}
+
+// on failure the temporary file is removed and the previous <path> is left as it was
+static void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t count) {
+    if (count > 0 && fwrite(ptr, size, count, af->f) != count) {
+        int err = errno;
+        fclose(af->f);
+        remove(af->tmp_path);
+        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+    }
+}
+
+static void atomic_commit(AtomicFile* af) {
+    int ok = fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
+    int err = errno;
+    ok = (fclose(af->f) == 0) && ok;
+    if (!ok) {
+        remove(af->tmp_path);
+        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+    }
+    if (rename(af->tmp_path, af->path) != 0) {
+        err = errno;
+        remove(af->tmp_path);
+        fatal("cannot rename %s to %s: %s", af->tmp_path, af->path, strerror(err));
+    }
+    // make the rename itself durable by syncing the directory that holds the file
+    char dir[1024];
+    strcpy(dir, af->path);
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL) { strcpy(dir, "."); } else if (slash == dir) { dir[1] = '\0'; } else { *slash = '\0'; }
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+// ----------------------------------------------------------------------------
+// directories
+
+// create the folder (one level) if needed and check that we can write into it
+static void ensure_writable_dir(const char* dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (mkdir(dir, 0755) != 0) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
+    } else if (!S_ISDIR(st.st_mode)) {
+        fatal("output folder %s exists and is not a folder", dir);
+    }
+    if (access(dir, W_OK) != 0) { fatal("output folder %s is not writable", dir); }
+}
+
+#endif // COMMON_UTILS_H
