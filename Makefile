@@ -1,0 +1,41 @@
+# SiameseNorm GPT-2: build the CPU trainer, the CUDA trainer and the tests.
+#   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
+#   make test            every test that runs without a GPU (GPU tests skip with a message)
+#   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
+
+CC ?= gcc
+CFLAGS ?= -O3 -march=native
+CFLAGS += -std=gnu11 -Wall -Wextra
+LDLIBS = -lm
+
+# OpenMP when the compiler supports it
+OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes)
+ifeq ($(OPENMP),yes)
+  CFLAGS += -fopenmp
+else
+  $(info OpenMP not found: building single-threaded)
+endif
+
+COMMON_HEADERS = $(wildcard common/*.h)
+
+.PHONY: all test test-parity clean
+
+all: train_gpt2 test_gpt2
+
+train_gpt2: train_gpt2.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# the tests include train_gpt2.c; helpers it does not call are expected
+test_gpt2: test_gpt2.c train_gpt2.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-parity: test_gpt2
+	./test_gpt2
+
+-include tests/tests.mk
+
+test: test-parity
+
+clean:
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+	rm -rf tests/bin

@@ -1,0 +1,182 @@
+/*
+common/args.h: the command line shared by train_gpt2 (CPU) and train_gpt2cu (GPU).
+
+Flags are llm.c-style pairs "-x VALUE" (one letter, then its value). Every value is parsed
+strictly (no trailing characters, no overflow) and checked for range here, so that an absurd flag
+ends the program with a one-line error before any memory is allocated. Checks that need the
+model (T against its maximum sequence length) happen once the model is known: args_check_model.
+*/
+#ifndef COMMON_ARGS_H
+#define COMMON_ARGS_H
+
+#include <limits.h>
+#include "params.h"
+
+typedef struct {
+    const char* train_pattern;  // -i  training token shards (glob)
+    const char* val_pattern;    // -j  validation token shards (glob), "" = no validation
+    const char* init;           // -e  checkpoint path, or dN for a fresh model of depth N
+    const char* norm_mode;      // -N  norm mode of a fresh model: pre | post | siamese
+    const char* output_dir;     // -o  folder for the log file and checkpoints, "" = none
+    int B;                      // -b  micro-batch size (sequences)
+    int T;                      // -t  sequence length
+    long total_batch;           // -d  tokens per optimizer step, -1 = B*T (no accumulation)
+    float learning_rate;        // -l  peak learning rate
+    int warmup_steps;           // -u  linear warmup steps
+    float final_lr_frac;        // -q  lr at the end of the cosine decay, as a fraction of -l
+    float weight_decay;         // -c  AdamW weight decay (matrices and embeddings only)
+    int max_steps;              // -x  optimizer steps
+    int val_every;              // -v  validation every N steps, 0 = never
+    int val_batches;            // -m  batches per validation
+    int sample_every;           // -s  sample text every N steps, 0 = never
+    int gen_tokens;             // -g  tokens to generate when sampling
+    int checkpoint_every;       // -n  checkpoint every N steps (and at the end), 0 = only at the end
+    int resume;                 // -y  1 = resume from the newest checkpoint in -o
+    float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
+    unsigned long long seed;    //     seed of fresh initialisation and sampling
+} TrainArgs;
+
+// defaults shared by both trainers; each trainer may change some before parsing
+static TrainArgs args_defaults(void) {
+    TrainArgs a;
+    a.train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
+    a.val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
+    a.init = "d12";
+    a.norm_mode = "siamese";
+    a.output_dir = "";
+    a.B = 4;
+    a.T = 64;
+    a.total_batch = -1;
+    a.learning_rate = 3e-4f;
+    a.warmup_steps = 0;
+    a.final_lr_frac = 1.0f;
+    a.weight_decay = 0.0f;
+    a.max_steps = 40;
+    a.val_every = 20;
+    a.val_batches = 20;
+    a.sample_every = 20;
+    a.gen_tokens = 64;
+    a.checkpoint_every = 0;
+    a.resume = 0;
+    a.grad_clip = 1.0f;
+    a.seed = 1337;
+    return a;
+}
+
+static void args_usage(const char* prog, const TrainArgs* d) {
+    printf("Usage: %s [options]\n", prog);
+    printf("Trains a GPT-2 with Pre-Norm, Post-Norm or SiameseNorm residual streams.\n");
+    printf("Options (defaults in brackets):\n");
+    printf("  -i <glob>   train token shards [%s]\n", d->train_pattern);
+    printf("  -j <glob>   val token shards, \"\" for none [%s]\n", d->val_pattern);
+    printf("  -e <init>   checkpoint file, or dN for a fresh model of depth N [%s]\n", d->init);
+    printf("              (d12/d24/d36/d48: GPT-2 124M/350M/774M/1558M widths; other N: C=64N, NH=N)\n");
+    printf("  -N <mode>   norm mode of a fresh model: pre | post | siamese [%s]\n", d->norm_mode);
+    printf("  -o <dir>    output folder for main.log and checkpoints, \"\" for none [%s]\n", d->output_dir);
+    printf("  -b <int>    micro-batch size [%d]\n", d->B);
+    printf("  -t <int>    sequence length [%d]\n", d->T);
+    printf("  -d <int>    total batch in tokens, -1 for B*T [%ld]\n", d->total_batch);
+    printf("  -l <float>  peak learning rate [%g]\n", d->learning_rate);
+    printf("  -u <int>    warmup steps [%d]\n", d->warmup_steps);
+    printf("  -q <float>  final learning rate as a fraction of -l (cosine decay) [%g]\n", d->final_lr_frac);
+    printf("  -c <float>  weight decay [%g]\n", d->weight_decay);
+    printf("  -x <int>    number of optimizer steps [%d]\n", d->max_steps);
+    printf("  -v <int>    validate every N steps, 0 = never [%d]\n", d->val_every);
+    printf("  -m <int>    validation batches [%d]\n", d->val_batches);
+    printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
+    printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
+    printf("  -n <int>    checkpoint every N steps (and at the end), 0 = only at the end [%d]\n", d->checkpoint_every);
+    printf("  -y <0|1>    resume from the newest checkpoint in -o [%d]\n", d->resume);
+    printf("  -h          this help\n");
+}
+
+// strict parsing: the whole string must be a number in [lo, hi]
+static long parse_long_flag(char flag, const char* s, long lo, long hi) {
+    char* end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') { fatal("-%c expects an integer, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("-%c %ld is out of range [%ld, %ld]", flag, v, lo, hi); }
+    return v;
+}
+
+static float parse_float_flag(char flag, const char* s, double lo, double hi) {
+    char* end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) { fatal("-%c expects a number, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("-%c %g is out of range [%g, %g]", flag, v, lo, hi); }
+    return (float)v;
+}
+
+// parses argv into *a (which holds the defaults); -h prints usage and exits 0
+static void args_parse(TrainArgs* a, int argc, char** argv) {
+    TrainArgs defaults = *a;
+    for (int i = 1; i < argc; i++) {
+        const char* flag = argv[i];
+        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) { args_usage(argv[0], &defaults); exit(0); }
+        if (flag[0] != '-' || strlen(flag) != 2) { fatal("unexpected argument '%s' (see -h)", flag); }
+        if (i + 1 >= argc) { fatal("flag %s needs a value (see -h)", flag); }
+        const char* v = argv[++i];
+        char c = flag[1];
+        switch (c) {
+            case 'i': a->train_pattern = v; break;
+            case 'j': a->val_pattern = v; break;
+            case 'e': a->init = v; break;
+            case 'N': norm_mode_from_name(v); a->norm_mode = v; break;
+            case 'o': a->output_dir = v; break;
+            case 'b': a->B = (int)parse_long_flag(c, v, 1, 1 << 16); break;
+            case 't': a->T = (int)parse_long_flag(c, v, 1, 1 << 20); break;
+            case 'd': a->total_batch = parse_long_flag(c, v, -1, 1L << 40); break;
+            case 'l': a->learning_rate = parse_float_flag(c, v, 0.0, 10.0); break;
+            case 'u': a->warmup_steps = (int)parse_long_flag(c, v, 0, INT_MAX); break;
+            case 'q': a->final_lr_frac = parse_float_flag(c, v, 0.0, 1.0); break;
+            case 'c': a->weight_decay = parse_float_flag(c, v, 0.0, 10.0); break;
+            case 'x': a->max_steps = (int)parse_long_flag(c, v, 1, INT_MAX); break;
+            case 'v': a->val_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
+            case 'm': a->val_batches = (int)parse_long_flag(c, v, 1, INT_MAX); break;
+            case 's': a->sample_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
+            case 'g': a->gen_tokens = (int)parse_long_flag(c, v, 0, 1 << 20); break;
+            case 'n': a->checkpoint_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
+            case 'y': a->resume = (int)parse_long_flag(c, v, 0, 1); break;
+            default: fatal("unknown flag %s (see -h)", flag);
+        }
+    }
+    long bt = (long)a->B * a->T;
+    if (a->total_batch == -1) { a->total_batch = bt; }
+    if (a->total_batch == 0 || a->total_batch % bt != 0) {
+        fatal("total batch -d %ld must be a positive multiple of B*T = %d*%d = %ld", a->total_batch, a->B, a->T, bt);
+    }
+    if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
+}
+
+// checks that need the model: the sequence length and the token vocabulary
+static void args_check_model(const TrainArgs* a, const GPT2Config* cfg) {
+    if (a->T > cfg->max_seq_len) {
+        fatal("sequence length -t %d exceeds the model's maximum sequence length %d", a->T, cfg->max_seq_len);
+    }
+}
+
+// parses "dN" into N; returns 0 when `init` is not of that form (then it is a checkpoint path)
+static int args_fresh_depth(const char* init) {
+    if (init[0] != 'd' || init[1] == '\0') { return 0; }
+    for (const char* p = init + 1; *p; p++) {
+        if (*p < '0' || *p > '9') { return 0; }
+    }
+    if (file_exists(init)) { return 0; }  // a file named like "d12" is a checkpoint
+    return (int)parse_long_flag('e', init + 1, 1, 128);
+}
+
+// ----------------------------------------------------------------------------
+// learning-rate schedule: linear warmup, then cosine decay from lr to lr * final_frac
+
+static float learning_rate_at(const TrainArgs* a, int step) {
+    float lr = a->learning_rate;
+    if (step < a->warmup_steps) { return lr * (float)(step + 1) / (float)a->warmup_steps; }
+    if (a->max_steps <= a->warmup_steps) { return lr; }
+    float ratio = (float)(step - a->warmup_steps) / (float)(a->max_steps - a->warmup_steps);
+    float coeff = 0.5f * (1.0f + cosf((float)M_PI * ratio));
+    return lr * (a->final_lr_frac + (1.0f - a->final_lr_frac) * coeff);
+}
+
+#endif // COMMON_ARGS_H

@@ -1,0 +1,210 @@
+/*
+common/params.h: the model configuration, the parameter layout, fresh initialisation and the
+checkpoint file, shared by train_gpt2.c, train_gpt2.cu and the tests (dev/train_gpt2.py writes
+the same format, so checkpoints move freely between the three implementations).
+
+A checkpoint is a 256-int32 header followed by every parameter as float32, in the order of the
+table below (README.md, "File formats"). The layout is the same for all three norm modes; the
+tensors that only SiameseNorm needs (the LayerNorms of the two streams) have size 0 in pre and
+post mode, so a pre-norm checkpoint is simply shorter.
+*/
+#ifndef COMMON_PARAMS_H
+#define COMMON_PARAMS_H
+
+#include <math.h>
+#include "rng.h"
+#include "utils.h"
+
+#define MODEL_MAGIC 20260208
+#define MODEL_VERSION 1
+
+// ----------------------------------------------------------------------------
+// norm modes
+
+typedef enum { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NUM_NORM_MODES = 3 } NormMode;
+static const char* const NORM_MODE_NAMES[NUM_NORM_MODES] = {"pre", "post", "siamese"};
+
+// returns the mode for "pre", "post" or "siamese", fatal otherwise
+static NormMode norm_mode_from_name(const char* name) {
+    for (int i = 0; i < NUM_NORM_MODES; i++) {
+        if (strcmp(name, NORM_MODE_NAMES[i]) == 0) { return (NormMode)i; }
+    }
+    fatal("unknown norm mode '%s' (expected pre, post or siamese)", name);
+}
+
+// ----------------------------------------------------------------------------
+// model configuration
+
+typedef struct {
+    int max_seq_len;        // maxT, rows of the position embedding
+    int vocab_size;         // V, e.g. 50257
+    int padded_vocab_size;  // Vp >= V, a multiple of 128 so the output matmul tiles nicely
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+    NormMode norm_mode;
+} GPT2Config;
+
+// the config of a fresh model "dN": GPT-2's widths for 12/24/36/48 layers, otherwise C=64N, NH=N
+static GPT2Config gpt2_config_for_depth(int depth, NormMode mode, int vocab_size, int max_seq_len) {
+    if (depth < 1 || depth > 128) { fatal("model depth %d out of range (d1 .. d128)", depth); }
+    GPT2Config c;
+    c.max_seq_len = max_seq_len;
+    c.vocab_size = vocab_size;
+    c.padded_vocab_size = (vocab_size + 127) / 128 * 128;
+    c.num_layers = depth;
+    c.norm_mode = mode;
+    switch (depth) {
+        case 12: c.channels = 768; c.num_heads = 12; break;
+        case 24: c.channels = 1024; c.num_heads = 16; break;
+        case 36: c.channels = 1280; c.num_heads = 20; break;
+        case 48: c.channels = 1600; c.num_heads = 25; break;
+        default: c.channels = 64 * depth; c.num_heads = depth; break;
+    }
+    return c;
+}
+
+// c_l = sqrt(2 (l + 1)): how much the Post-Norm stream X scales down block l's output
+static float siamese_scale(int layer) { return sqrtf(2.0f * (float)(layer + 1)); }
+
+// ----------------------------------------------------------------------------
+// the parameter layout
+
+enum {
+    P_WTE, P_WPE,
+    P_LNX1W, P_LNX1B, P_LNY1W, P_LNY1B, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
+    P_LNX2W, P_LNX2B, P_LNY2W, P_LNY2B, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB,
+    P_LNFXW, P_LNFXB, P_LNFYW, P_LNFYB, P_LNFW, P_LNFB,
+    NUM_PARAMETER_TENSORS
+};
+
+static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe",
+    "lnx1w", "lnx1b", "lny1w", "lny1b", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "lnx2w", "lnx2b", "lny2w", "lny2b", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb",
+    "lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb",
+};
+
+// number of floats in each parameter tensor
+static void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
+    size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
+    size_t S = cfg->norm_mode == NORM_SIAMESE ? 1 : 0;  // siamese-only tensors exist or are empty
+    size_t v[NUM_PARAMETER_TENSORS] = {
+        Vp * C, maxT * C,
+        S * L * C, S * L * C, S * L * C, S * L * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+        S * L * C, S * L * C, S * L * C, S * L * C, L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C,
+        S * C, S * C, S * C, S * C, C, C,
+    };
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { sizes[i] = v[i]; }
+}
+
+static size_t count_parameters(const GPT2Config* cfg) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_param_sizes(sizes, cfg);
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { n += sizes[i]; }
+    return n;
+}
+
+// AdamW weight decay applies to the matrices and embeddings, not to biases and LayerNorms
+static int param_tensor_decays(int i) {
+    return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}
+
+// is this a LayerNorm weight (initialised to 1)?
+static int param_tensor_is_ln_weight(int i) {
+    return i == P_LNX1W || i == P_LNY1W || i == P_LN1W || i == P_LNX2W || i == P_LNY2W || i == P_LN2W ||
+           i == P_LNFXW || i == P_LNFYW || i == P_LNFW;
+}
+
+// ----------------------------------------------------------------------------
+// fresh initialisation, GPT-2's recipe for every norm mode (SIAMESENORM.md): weights N(0, 0.02),
+// the two residual output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1, bias 0.
+// The padded vocabulary rows of wte are 0 (they are never used as inputs nor as targets).
+
+static void params_init_fresh(float* params, const GPT2Config* cfg, uint64_t seed) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_param_sizes(sizes, cfg);
+    uint64_t rng = seed ? seed : 1;
+    float std_proj = 0.02f / sqrtf(2.0f * (float)cfg->num_layers);
+    float* p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t n = sizes[i];
+        if (i == P_WTE) {
+            size_t used = (size_t)cfg->vocab_size * cfg->channels;
+            random_normal(p, used, 0.02f, &rng);
+            memset(p + used, 0, (n - used) * sizeof(float));
+        } else if (i == P_WPE || i == P_QKVW || i == P_FCW) {
+            random_normal(p, n, 0.02f, &rng);
+        } else if (i == P_ATTPROJW || i == P_FCPROJW) {
+            random_normal(p, n, std_proj, &rng);
+        } else {
+            float value = param_tensor_is_ln_weight(i) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < n; j++) { p[j] = value; }
+        }
+        p += n;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// reading and writing checkpoints
+
+// checks every header field; `path` names the file in the error
+static GPT2Config checkpoint_config_from_header(const int header[256], const char* path) {
+    if (header[0] != MODEL_MAGIC) { fatal("%s is not a model checkpoint (bad magic %d)", path, header[0]); }
+    if (header[1] != MODEL_VERSION) { fatal("%s: unsupported checkpoint version %d (expected %d)", path, header[1], MODEL_VERSION); }
+    GPT2Config c;
+    c.max_seq_len = header[2];
+    c.vocab_size = header[3];
+    c.num_layers = header[4];
+    c.num_heads = header[5];
+    c.channels = header[6];
+    c.padded_vocab_size = header[7];
+    if (header[8] < 0 || header[8] >= NUM_NORM_MODES) { fatal("%s: unknown norm mode %d in header", path, header[8]); }
+    c.norm_mode = (NormMode)header[8];
+    if (c.max_seq_len < 1 || c.max_seq_len > (1 << 20) || c.vocab_size < 1 || c.vocab_size > (1 << 24) ||
+        c.num_layers < 1 || c.num_layers > 1024 || c.num_heads < 1 || c.channels < 1 || c.channels > (1 << 16) ||
+        c.channels % c.num_heads != 0 || c.padded_vocab_size < c.vocab_size || c.padded_vocab_size % 128 != 0 ||
+        c.padded_vocab_size - c.vocab_size >= 128) {
+        fatal("%s: inconsistent model sizes in header (maxT %d, V %d, Vp %d, L %d, NH %d, C %d)", path,
+              c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers, c.num_heads, c.channels);
+    }
+    return c;
+}
+
+// opens a checkpoint, validates header and size, returns the config; the file is positioned at the parameters
+static FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
+    FILE* f = fopen_check(path, "rb");
+    long size = file_size_check(f, path);
+    if (size < 1024) { fatal("%s: file is truncated (%ld bytes, smaller than the header)", path, size); }
+    int header[256];
+    fread_check(header, sizeof(int), 256, f, path);
+    *cfg = checkpoint_config_from_header(header, path);
+    size_t expected = 1024 + sizeof(float) * count_parameters(cfg);
+    if ((size_t)size != expected) {
+        fatal("%s: file has %ld bytes but its header describes %zu (truncated or corrupted)", path, size, expected);
+    }
+    return f;
+}
+
+// writes header + parameters atomically (temporary file, fsync, rename)
+static void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
+    int header[256];
+    memset(header, 0, sizeof(header));
+    header[0] = MODEL_MAGIC;
+    header[1] = MODEL_VERSION;
+    header[2] = cfg->max_seq_len;
+    header[3] = cfg->vocab_size;
+    header[4] = cfg->num_layers;
+    header[5] = cfg->num_heads;
+    header[6] = cfg->channels;
+    header[7] = cfg->padded_vocab_size;
+    header[8] = (int)cfg->norm_mode;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, params, sizeof(float), count_parameters(cfg));
+    atomic_commit(&af);
+}
+
+#endif // COMMON_PARAMS_H

@@ -1,0 +1,475 @@
+"""
+The PyTorch reference for SiameseNorm GPT-2: the model the C and CUDA trainers are checked against.
+
+It implements the three norm modes of ../shared/SIAMESENORM.md exactly:
+    pre      x = x + F(LN(x))                       (GPT-2)
+    post     x = LN(x + F(x))                       (original Transformer)
+    siamese  a = LN_x(x); u = LN_in(a + LN_y(y)); z = F(u); x = a + z/c_l; y = y + z
+             with c_l = sqrt(2(l+1)), and at the end h = LN_f(LN_fx(x) + LN_fy(y))
+
+It does three jobs:
+1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint and a debug-state dump
+   (tokens, targets, logits, loss, every parameter gradient, the losses of 10 AdamW steps). These are
+   the files test_gpt2.c / test_gpt2.cu compare against. The dumps in data/test were made with
+       python dev/train_gpt2.py --write_dumps data/test
+2. Training on llm.c token shards, on CPU or CUDA, fp32 or bf16 autocast, optionally compiled: the
+   PyTorch peer in benchmarks. Example:
+       python dev/train_gpt2.py -i "data/tinyshakespeare/*train*.bin" -j "data/tinyshakespeare/*val*.bin" -e d6 -N siamese
+3. Reading and writing the project's checkpoint format (see README.md), so checkpoints move between
+   the three implementations: `-e path/to/model.bin` loads one, `-o DIR` writes model_XXXXXXXX.bin.
+"""
+
+import argparse
+import glob
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+NORM_MODES = ["pre", "post", "siamese"]
+MODEL_MAGIC, MODEL_VERSION = 20260208, 1
+DUMP_MAGIC, DUMP_VERSION = 20260209, 1
+SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+
+# -----------------------------------------------------------------------------
+# the model
+
+
+class GPTConfig:
+    def __init__(self, block_size=1024, vocab_size=50257, padded_vocab_size=50304,
+                 n_layer=12, n_head=12, n_embd=768, norm_mode="siamese"):
+        assert norm_mode in NORM_MODES, f"unknown norm mode {norm_mode}"
+        assert n_embd % n_head == 0 and padded_vocab_size % 128 == 0 and padded_vocab_size >= vocab_size
+        self.block_size, self.vocab_size, self.padded_vocab_size = block_size, vocab_size, padded_vocab_size
+        self.n_layer, self.n_head, self.n_embd, self.norm_mode = n_layer, n_head, n_embd, norm_mode
+
+    @staticmethod
+    def from_depth(depth, norm_mode, vocab_size=50257, block_size=1024):
+        """dN: GPT-2's sizes for 12/24/36/48 layers, otherwise C = 64*N and NH = N."""
+        widths = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}
+        C, NH = widths.get(depth, (64 * depth, depth))
+        Vp = (vocab_size + 127) // 128 * 128
+        return GPTConfig(block_size, vocab_size, Vp, depth, NH, C, norm_mode)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config, use_sdpa):
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # qkv: rows [q | k | v], heads contiguous
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.use_sdpa = use_sdpa
+
+    def forward(self, u):
+        B, T, C = u.size()
+        q, k, v = self.c_attn(u).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if self.use_sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # the plain formula, used for the reference dumps
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            mask = torch.ones(T, T, dtype=torch.bool, device=u.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, u):
+        return self.c_proj(F.gelu(self.c_fc(u), approximate="tanh"))
+
+
+class Block(nn.Module):
+    """One layer: an attention sublayer then an MLP sublayer, wired by the norm mode."""
+
+    def __init__(self, config, layer_idx, use_sdpa):
+        super().__init__()
+        C = config.n_embd
+        self.mode = config.norm_mode
+        self.attn = CausalSelfAttention(config, use_sdpa)
+        self.mlp = MLP(config)
+        self.ln1 = nn.LayerNorm(C)  # pre: LN before attn; post: LN after the add; siamese: lnin1
+        self.ln2 = nn.LayerNorm(C)
+        if self.mode == "siamese":
+            self.lnx1, self.lny1 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.lnx2, self.lny2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.c = math.sqrt(2 * (layer_idx + 1))  # c_l, the X-stream scale (siamese only)
+
+    def siamese_sublayer(self, x, y, lnx, lny, lnin, f):
+        a = lnx(x)                    # normalise the Post-Norm stream X
+        u = lnin(a + lny(y))          # the block input sees both streams
+        z = f(u)                      # the shared block runs once
+        return a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
+
+    def forward(self, x, y):
+        if self.mode == "pre":
+            x = x + self.attn(self.ln1(x))
+            x = x + self.mlp(self.ln2(x))
+        elif self.mode == "post":
+            x = self.ln1(x + self.attn(x))
+            x = self.ln2(x + self.mlp(x))
+        else:
+            x, y = self.siamese_sublayer(x, y, self.lnx1, self.lny1, self.ln1, self.attn)
+            x, y = self.siamese_sublayer(x, y, self.lnx2, self.lny2, self.ln2, self.mlp)
+        return x, y
+
+
+class GPT(nn.Module):
+    def __init__(self, config, use_sdpa=True):
+        super().__init__()
+        self.config = config
+        C = config.n_embd
+        self.wte = nn.Embedding(config.padded_vocab_size, C)  # tied with the output layer
+        self.wpe = nn.Embedding(config.block_size, C)
+        self.h = nn.ModuleList([Block(config, l, use_sdpa) for l in range(config.n_layer)])
+        self.lnf = nn.LayerNorm(C)
+        if config.norm_mode == "siamese":
+            self.lnfx, self.lnfy = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self):
+        """GPT-2's recipe for every mode: N(0, 0.02), the two residual output projections
+        N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1 and bias 0; padded vocab rows 0."""
+        std_proj = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, 0.0, std_proj)
+            elif p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+            elif ".ln" in name or name.startswith("ln"):
+                nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
+            else:
+                nn.init.zeros_(p)
+        self.wte.weight[self.config.vocab_size:].zero_()
+
+    def forward(self, idx, targets=None):
+        B, T = idx.size()
+        assert T <= self.config.block_size, f"sequence length {T} > block size {self.config.block_size}"
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        y = x if self.config.norm_mode == "siamese" else None  # both streams start as the embedding
+        for block in self.h:
+            x, y = block(x, y)
+        if self.config.norm_mode == "siamese":
+            h = self.lnf(self.lnfx(x) + self.lnfy(y))  # merge the streams, then the final LN
+        else:
+            h = self.lnf(x)
+        logits = F.linear(h, self.wte.weight)  # (B, T, Vp)
+        loss = None
+        if targets is not None:
+            V = self.config.vocab_size
+            loss = F.cross_entropy(logits[..., :V].reshape(-1, V).float(), targets.reshape(-1))
+        return logits, loss
+
+    def optimizer_groups(self, weight_decay):
+        """AdamW decay on the matrices and embeddings (dim >= 2) only, as nanoGPT and llm.c's GPU trainer."""
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.parameters() if p.dim() < 2]
+        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+    # -- the checkpoint layout (README.md): 28 tensors, per-layer ones stacked over layers ----------
+    def layout(self):
+        """[(name, [tensors])]: the checkpoint tensors in order; a list of L tensors means stacked
+        per layer, an empty list means a tensor of size 0 (siamese-only tensors in pre/post)."""
+        siamese = self.config.norm_mode == "siamese"
+        per_layer = lambda get: [get(b) for b in self.h]
+        per_layer_if = lambda get: per_layer(get) if siamese else []
+        lay = [("wte", [self.wte.weight]), ("wpe", [self.wpe.weight])]
+        for s in ("1", "2"):
+            lay += [(f"lnx{s}w", per_layer_if(lambda b: getattr(b, "lnx" + s).weight)),
+                    (f"lnx{s}b", per_layer_if(lambda b: getattr(b, "lnx" + s).bias)),
+                    (f"lny{s}w", per_layer_if(lambda b: getattr(b, "lny" + s).weight)),
+                    (f"lny{s}b", per_layer_if(lambda b: getattr(b, "lny" + s).bias)),
+                    (f"ln{s}w", per_layer(lambda b: getattr(b, "ln" + s).weight)),
+                    (f"ln{s}b", per_layer(lambda b: getattr(b, "ln" + s).bias))]
+            if s == "1":
+                lay += [("qkvw", per_layer(lambda b: b.attn.c_attn.weight)), ("qkvb", per_layer(lambda b: b.attn.c_attn.bias)),
+                        ("attprojw", per_layer(lambda b: b.attn.c_proj.weight)), ("attprojb", per_layer(lambda b: b.attn.c_proj.bias))]
+            else:
+                lay += [("fcw", per_layer(lambda b: b.mlp.c_fc.weight)), ("fcb", per_layer(lambda b: b.mlp.c_fc.bias)),
+                        ("fcprojw", per_layer(lambda b: b.mlp.c_proj.weight)), ("fcprojb", per_layer(lambda b: b.mlp.c_proj.bias))]
+        lay += [("lnfxw", [self.lnfx.weight] if siamese else []), ("lnfxb", [self.lnfx.bias] if siamese else []),
+                ("lnfyw", [self.lnfy.weight] if siamese else []), ("lnfyb", [self.lnfy.bias] if siamese else []),
+                ("lnfw", [self.lnf.weight]), ("lnfb", [self.lnf.bias])]
+        return lay
+
+
+def flat_tensors(model, grads=False):
+    """All parameters (or their gradients) as one float32 numpy array in checkpoint order."""
+    parts = []
+    for _, tensors in model.layout():
+        for t in tensors:
+            t = t.grad if grads else t
+            parts.append(t.detach().float().cpu().reshape(-1))
+    return torch.cat(parts).numpy()
+
+
+def model_header(config):
+    header = np.zeros(256, dtype=np.int32)
+    header[:9] = [MODEL_MAGIC, MODEL_VERSION, config.block_size, config.vocab_size, config.n_layer,
+                  config.n_head, config.n_embd, config.padded_vocab_size, NORM_MODES.index(config.norm_mode)]
+    return header
+
+
+def write_atomic(path, chunks):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        for c in chunks:
+            f.write(c.tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_model(model, path):
+    write_atomic(path, [model_header(model.config), flat_tensors(model)])
+
+
+def read_model(path, use_sdpa=True):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype=np.int32)
+        if len(header) != 256 or header[0] != MODEL_MAGIC:
+            sys.exit(f"error: {path} is not a model checkpoint (bad magic)")
+        if header[1] != MODEL_VERSION:
+            sys.exit(f"error: {path}: unsupported checkpoint version {header[1]}")
+        if not 0 <= header[8] < len(NORM_MODES):
+            sys.exit(f"error: {path}: unknown norm mode {header[8]}")
+        config = GPTConfig(int(header[2]), int(header[3]), int(header[7]), int(header[4]), int(header[5]),
+                           int(header[6]), NORM_MODES[header[8]])
+        data = np.frombuffer(f.read(), dtype=np.float32)
+    model = GPT(config, use_sdpa)
+    n = sum(t.numel() for _, ts in model.layout() for t in ts)
+    if data.size != n:
+        sys.exit(f"error: {path}: expected {n} parameters, file holds {data.size}")
+    offset = 0
+    with torch.no_grad():
+        for _, tensors in model.layout():
+            for t in tensors:
+                t.copy_(torch.from_numpy(data[offset:offset + t.numel()].copy()).view_as(t))
+                offset += t.numel()
+    return model
+
+# -----------------------------------------------------------------------------
+# reference dumps for test_gpt2.c / test_gpt2.cu
+
+# the tiny configuration of the stored dumps: 3 layers, head size 16, a vocabulary padded 200 -> 256
+DUMP_CONFIG = dict(block_size=64, vocab_size=200, padded_vocab_size=256, n_layer=3, n_head=2, n_embd=32)
+DUMP_B, DUMP_T, DUMP_STEPS = 4, 32, 10
+# the AdamW settings of the 10 test steps (stored in the dump header, read by the C tests)
+DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP = 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.7
+
+
+def write_dumps(outdir):
+    torch.use_deterministic_algorithms(True)
+    g = torch.Generator().manual_seed(42)
+    tokens = torch.randint(0, DUMP_CONFIG["vocab_size"], (DUMP_B, DUMP_T + 1), generator=g)
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    for mode in NORM_MODES:
+        torch.manual_seed(1337)
+        model = GPT(GPTConfig(norm_mode=mode, **DUMP_CONFIG), use_sdpa=False)
+        os.makedirs(os.path.join(outdir, mode), exist_ok=True)
+        write_model(model, os.path.join(outdir, mode, "model.bin"))
+        # forward and backward of the initial model
+        logits, loss = model(x, y)
+        loss.backward()
+        grads = flat_tensors(model, grads=True)
+        first = (logits.detach().numpy().astype(np.float32).copy(), np.float32(loss.item()))
+        # 10 AdamW steps on the same batch, with clipping, as the C test does them
+        opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=DUMP_LR, betas=(DUMP_BETA1, DUMP_BETA2),
+                                eps=DUMP_EPS, foreach=False, fused=False)
+        losses, norms = [], []
+        for _ in range(DUMP_STEPS):
+            opt.zero_grad(set_to_none=True)
+            _, loss = model(x, y)
+            loss.backward()
+            norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP).item())
+            opt.step()
+            losses.append(loss.item())
+        header = np.zeros(256, dtype=np.int32)
+        header[:8] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, DUMP_CONFIG["vocab_size"],
+                      DUMP_CONFIG["padded_vocab_size"], DUMP_STEPS, NORM_MODES.index(mode)]
+        hyper = [DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP]
+        header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
+        write_atomic(os.path.join(outdir, mode, "debug_state.bin"),
+                     [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), first[0],
+                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)])
+        print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
+              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params")
+
+# -----------------------------------------------------------------------------
+# training on llm.c token shards
+
+
+def read_shard(path, vocab_size):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype=np.int32)
+        if len(header) != 256 or header[0] != SHARD_MAGIC or header[1] != SHARD_VERSION:
+            sys.exit(f"error: {path}: not a token shard (bad magic or version)")
+        tokens = np.frombuffer(f.read(), dtype=np.uint16)
+    if tokens.size != header[2]:
+        sys.exit(f"error: {path}: header says {header[2]} tokens, file holds {tokens.size}")
+    if tokens.size and tokens.max() >= vocab_size:
+        sys.exit(f"error: {path}: token id {tokens.max()} >= vocab size {vocab_size}")
+    return tokens.astype(np.int64)
+
+
+class ShardLoader:
+    """Sequential batches over shards, B*T+1 tokens at a time, as the C loader reads them."""
+
+    def __init__(self, pattern, B, T, vocab_size):
+        self.files = sorted(glob.glob(pattern))
+        if not self.files:
+            sys.exit(f"error: no files match {pattern}")
+        self.B, self.T, self.vocab_size = B, T, vocab_size
+        self.reset()
+
+    def reset(self):
+        self.shard, self.pos = 0, 0
+        self.tokens = read_shard(self.files[0], self.vocab_size)
+
+    def next_batch(self):
+        n = self.B * self.T
+        if self.pos + n + 1 > len(self.tokens):
+            self.shard = (self.shard + 1) % len(self.files)
+            self.tokens, self.pos = read_shard(self.files[self.shard], self.vocab_size), 0
+            if n + 1 > len(self.tokens):
+                sys.exit(f"error: {self.files[self.shard]} is too short for B*T+1 = {n + 1} tokens")
+        buf = torch.from_numpy(self.tokens[self.pos:self.pos + n + 1])
+        self.pos += n
+        return buf[:-1].view(self.B, self.T), buf[1:].view(self.B, self.T)
+
+
+def lr_at(step, args):
+    """Linear warmup then cosine decay from lr to lr * final_frac, as the C trainers do."""
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    if args.steps <= args.warmup:
+        return args.lr
+    ratio = (step - args.warmup) / (args.steps - args.warmup)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))
+    return args.lr * (args.final_frac + (1.0 - args.final_frac) * coeff)
+
+
+def train(args):
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but no CUDA device is available")
+    torch.manual_seed(args.seed)
+    if args.init.startswith("d") and args.init[1:].isdigit():
+        model = GPT(GPTConfig.from_depth(int(args.init[1:]), args.norm, block_size=max(1024, args.T)))
+    else:
+        model = read_model(args.init)
+    model.to(device)
+    cfg = model.config
+    if args.T > cfg.block_size:
+        sys.exit(f"error: -t {args.T} exceeds the model's maximum sequence length {cfg.block_size}")
+    tokens_per_micro = args.B * args.T
+    if args.total_batch % tokens_per_micro:
+        sys.exit(f"error: total batch {args.total_batch} is not a multiple of B*T = {tokens_per_micro}")
+    accum = args.total_batch // tokens_per_micro
+    print(f"model: {cfg.norm_mode} L={cfg.n_layer} C={cfg.n_embd} NH={cfg.n_head} V={cfg.vocab_size} "
+          f"| {sum(p.numel() for p in model.parameters()):,} params | grad accum {accum} | {device} {args.dtype}")
+    fused = device == "cuda"
+    opt = torch.optim.AdamW(model.optimizer_groups(args.wd), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
+    step_model = torch.compile(model) if args.compile else model
+    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=args.dtype == "bfloat16")
+    train_loader = ShardLoader(args.input, args.B, args.T, cfg.vocab_size)
+    val_loader = ShardLoader(args.val, args.B, args.T, cfg.vocab_size) if args.val else None
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for step in range(args.steps + 1):
+        last = step == args.steps
+        if val_loader and args.val_every > 0 and (step % args.val_every == 0 or last):
+            model.eval()
+            val_loader.reset()
+            with torch.no_grad():
+                total = 0.0
+                for _ in range(args.val_batches):
+                    xb, yb = val_loader.next_batch()
+                    with autocast:
+                        total += step_model(xb.to(device), yb.to(device))[1].item()
+            print(f"val loss {total / args.val_batches:.6f}")
+            model.train()
+        if last:
+            break
+        t0 = time.time()
+        opt.zero_grad(set_to_none=True)
+        loss_acc = 0.0
+        for _ in range(accum):
+            xb, yb = train_loader.next_batch()
+            with autocast:
+                _, loss = step_model(xb.to(device), yb.to(device))
+            (loss / accum).backward()
+            loss_acc += loss.item() / accum
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip).item()
+        lr = lr_at(step, args)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        sync()
+        dt = time.time() - t0
+        print(f"step {step + 1}/{args.steps} | loss {loss_acc:.6f} | norm {norm:.4f} | lr {lr:.2e} "
+              f"| {dt * 1000:.2f} ms | {args.total_batch / dt:.0f} tok/s", flush=True)
+    if args.output:
+        model.to("cpu")
+        write_model(model, os.path.join(args.output, f"model_{args.steps:08d}.bin"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--write_dumps", metavar="DIR", help="write the reference dumps for test_gpt2 and exit")
+    p.add_argument("-i", dest="input", help="train token shards (glob)")
+    p.add_argument("-j", dest="val", default="", help="val token shards (glob)")
+    p.add_argument("-e", dest="init", default="d12", help="checkpoint path, or dN for a fresh model of depth N")
+    p.add_argument("-N", dest="norm", default="siamese", choices=NORM_MODES, help="norm mode of a fresh model")
+    p.add_argument("-o", dest="output", default="", help="output folder for the final checkpoint")
+    p.add_argument("-b", dest="B", type=int, default=4, help="micro-batch size")
+    p.add_argument("-t", dest="T", type=int, default=1024, help="sequence length")
+    p.add_argument("-d", dest="total_batch", type=int, default=-1, help="total batch in tokens (default B*T)")
+    p.add_argument("-l", dest="lr", type=float, default=3e-4, help="learning rate")
+    p.add_argument("-u", dest="warmup", type=int, default=0, help="warmup steps")
+    p.add_argument("-q", dest="final_frac", type=float, default=1.0, help="final lr as a fraction of -l")
+    p.add_argument("-c", dest="wd", type=float, default=0.0, help="weight decay")
+    p.add_argument("-x", dest="steps", type=int, default=10, help="number of steps")
+    p.add_argument("-v", dest="val_every", type=int, default=20, help="val loss every N steps (0 = never)")
+    p.add_argument("-m", dest="val_batches", type=int, default=20, help="val batches")
+    p.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clip")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--compile", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
+    p.add_argument("--seed", type=int, default=1337)
+    args = p.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.write_dumps:
+        write_dumps(args.write_dumps)
+        return
+    if not args.input:
+        p.error("-i (train shards) is required unless --write_dumps is given")
+    if min(args.B, args.T, args.steps) <= 0:
+        p.error("-b, -t and -x must be positive")
+    if args.total_batch == -1:
+        args.total_batch = args.B * args.T
+    train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1057 @@
+/*
+train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP, in one file.
+
+What this trains. A GPT-2 whose residual stream is wired in one of three ways (SIAMESENORM.md):
+
+    pre      x = x + F(LN(x))          GPT-2. Stable, but x grows with depth and deep layers fade.
+    post     x = LN(x + F(x))          The original Transformer. Expressive, hard to train.
+    siamese  two streams share every block F:
+                 a = LN_x(x)                    the Post-Norm stream X, re-normalised
+                 u = LN_in(a + LN_y(y))         the block input sees both streams
+                 z = F(u)                       the block (attention or MLP) runs ONCE
+                 x = a + z / c_l                X takes the update scaled by 1/c_l, c_l = sqrt(2(l+1))
+                 y = y + z                      Y takes it whole: a clean identity path
+             and at the end h = LN_f(LN_fx(x) + LN_fy(y)).
+
+Each of the L layers has two sublayers (attention, then MLP); sublayer k = 2l + s. The streams are
+stored at every sublayer boundary: resx[0] is the embedding, resx[k+1] the X stream after sublayer
+k (in pre and post mode X is the only stream). The matmuls are the same in all three modes; SiameseNorm
+adds only LayerNorms and element-wise adds, which cost little next to the matmuls.
+
+How to read this file. Part 1 holds the layers, each with its forward and backward next to each
+other, in the order the forward pass uses them: embedding, LayerNorm, the two-stream (siamese)
+kernels, matmul, attention, GELU, the classifier. Part 2 wires them into the model: parameters,
+activations, forward, backward, AdamW. Part 3 is the training loop. Backward functions ACCUMULATE
+(+=) into parameter gradients, which are zeroed once per optimizer step, so gradient accumulation
+over micro-batches is free. Everything is allocated once, up front, from the configuration.
+
+Determinism: every parallel loop partitions its work statically and every reduction is summed in
+a fixed order that does not depend on the number of threads, so a run is bit-for-bit repeatable.
+
+The checkpoint format and the command line are shared with train_gpt2.cu (common/). The test
+program test_gpt2.c includes this file (with TESTING defined) and checks it against PyTorch.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "common/utils.h"
+#include "common/params.h"
+#include "common/args.h"
+#include "common/rng.h"
+
+// ============================================================================
+// Part 1: the layers
+// ============================================================================
+
+// ----------------------------------------------------------------------------
+// embedding: e[b,t] = wte[token] + wpe[t]
+
+static void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            float* o = out + ((size_t)b * T + t) * C;
+            const float* we = wte + (size_t)tokens[b * T + t] * C;
+            const float* pe = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) { o[i] = we[i] + pe[i]; }
+        }
+    }
+}
+
+// a token can appear many times in a batch, so threads split the CHANNELS (never the rows) to
+// scatter-add into wte without races, and every channel is summed in the same (b, t) order
+static void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C) {
+    const int block = 16;
+    #pragma omp parallel for
+    for (int c0 = 0; c0 < C; c0 += block) {
+        int c1 = c0 + block < C ? c0 + block : C;
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                const float* d = dout + ((size_t)b * T + t) * C;
+                float* dwe = dwte + (size_t)tokens[b * T + t] * C;
+                float* dpe = dwpe + (size_t)t * C;
+                for (int i = c0; i < c1; i++) { dwe[i] += d[i]; dpe[i] += d[i]; }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// LayerNorm over the C channels of a row: out = (x - mean) / sqrt(var + 1e-5) * w + b
+// Forward saves mean and rstd = 1/sqrt(var + 1e-5); backward recomputes xhat from x with them.
+
+static void layernorm_row(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
+                          const float* b, int C) {
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < C; i++) { sum += x[i]; }
+    float mean = sum / C;
+    float sq = 0.0f;
+    #pragma omp simd reduction(+ : sq)
+    for (int i = 0; i < C; i++) { float d = x[i] - mean; sq += d * d; }
+    float rstd = 1.0f / sqrtf(sq / C + 1e-5f);
+    for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+
+// dinp += dL/dx of one row; dw, db accumulate the parameter gradients
+static void layernorm_backward_row(float* dinp, float* dw, float* db, const float* dout, const float* x,
+                                   const float* w, float mean, float rstd, int C) {
+    // dL/dxhat = w * dout; dL/dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+    float dmean = 0.0f, dmean_xhat = 0.0f;
+    #pragma omp simd reduction(+ : dmean, dmean_xhat)
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        float dxhat = w[i] * dout[i];
+        dmean += dxhat;
+        dmean_xhat += dxhat * xhat;
+    }
+    dmean /= C;
+    dmean_xhat /= C;
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        dw[i] += dout[i] * xhat;
+        db[i] += dout[i];
+        dinp[i] += (w[i] * dout[i] - dmean - xhat * dmean_xhat) * rstd;
+    }
+}
+
+// LayerNorm parameter gradients are sums over all rows. To keep them deterministic and independent
+// of the thread count, rows are split into LN_CHUNKS fixed chunks; chunk k sums into its own slice of
+// `partials` and the slices are added in chunk order at the end (add_partials).
+#define LN_CHUNKS 16
+
+static void chunk_rows(int chunk, int N, int* r0, int* r1) {
+    *r0 = (int)((long)N * chunk / LN_CHUNKS);
+    *r1 = (int)((long)N * (chunk + 1) / LN_CHUNKS);
+}
+
+// dst[d][i] += sum over chunks of partials[chunk][d][i], for d < n_dst and i < C
+static void add_partials(float* const* dst, int n_dst, const float* partials, int C) {
+    #pragma omp parallel for collapse(2)
+    for (int d = 0; d < n_dst; d++) {
+        for (int i = 0; i < C; i++) {
+            float sum = 0.0f;
+            for (int k = 0; k < LN_CHUNKS; k++) { sum += partials[((size_t)k * n_dst + d) * C + i]; }
+            dst[d][i] += sum;
+        }
+    }
+}
+
+static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                              const float* b, int N, int C) {
+    #pragma omp parallel for
+    for (int r = 0; r < N; r++) {
+        layernorm_row(out + (size_t)r * C, mean + r, rstd + r, inp + (size_t)r * C, w, b, C);
+    }
+}
+
+// dinp += dL/dinp; dw, db += their gradients. `partials` holds LN_CHUNKS * 2C floats.
+static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                               const float* w, const float* mean, const float* rstd, int N, int C,
+                               float* partials) {
+    #pragma omp parallel for
+    for (int k = 0; k < LN_CHUNKS; k++) {
+        float* pdw = partials + (size_t)k * 2 * C;
+        float* pdb = pdw + C;
+        memset(pdw, 0, 2 * C * sizeof(float));
+        int r0, r1;
+        chunk_rows(k, N, &r0, &r1);
+        for (int r = r0; r < r1; r++) {
+            size_t o = (size_t)r * C;
+            layernorm_backward_row(dinp + o, pdw, pdb, dout + o, inp + o, w, mean[r], rstd[r], C);
+        }
+    }
+    float* dst[2] = {dw, db};
+    add_partials(dst, 2, partials, C);
+}
+
+// ----------------------------------------------------------------------------
+// The two-stream (siamese) kernels.
+//
+// siamese_input: the input side of a siamese sublayer, one pass over each row of x and y:
+//     a = LN(x; lnx)    s = a + LN(y; lny)    u = LN(s; ln)
+// It saves a (the base of the X update), s (the input of the last LN) and the three (mean, rstd)
+// pairs. The final merge h = LN(LN(x; lnfx) + LN(y; lnfy); lnf) is the same computation without
+// keeping a (a_out = NULL).
+
+typedef struct {
+    float *xw, *xb;  // LN of stream X (lnx1, lnx2 or lnfx)
+    float *yw, *yb;  // LN of stream Y (lny1, lny2 or lnfy)
+    float *w, *b;    // the LN that makes the block input (ln1, ln2 or lnf)
+} SiameseNorms;
+
+typedef struct {
+    float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;  // (N) each
+} SiameseStats;
+
+static void siamese_input_forward(float* a_out, float* s_out, float* u_out, SiameseStats st, const float* x,
+                                  const float* y, SiameseNorms p, int N, int C) {
+    #pragma omp parallel for
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        float* u = u_out + o;
+        float* s = s_out + o;
+        float* a = a_out ? a_out + o : u;  // without a_out, u's row holds a until u is written
+        layernorm_row(a, st.x_mean + r, st.x_rstd + r, x + o, p.xw, p.xb, C);
+        layernorm_row(s, st.y_mean + r, st.y_rstd + r, y + o, p.yw, p.yb, C);
+        for (int i = 0; i < C; i++) { s[i] += a[i]; }
+        layernorm_row(u, st.mean + r, st.rstd + r, s, p.w, p.b, C);
+    }
+}
+
+// Backward of siamese_input, one pass per row. On entry dx holds the gradient that reaches a
+// directly (dL/dx_next, since x_next = a + z/c; 0 at the final merge) and dy holds dL/dy_next
+// (y_next = y + z passes it unchanged: the identity path). du is dL/du. On exit:
+//     ds = LN_back(du)      da = ds + dx      dy += LN_back(ds; y)      dx = LN_back(da; x)
+// du's row is reused to hold da; ds_buf is scratch (N, C). `partials` holds LN_CHUNKS * 6C floats.
+static void siamese_input_backward(float* dx, float* dy, float* du, float* ds_buf, SiameseNorms grads,
+                                   SiameseNorms params, SiameseStats st, const float* x, const float* y,
+                                   const float* s, int N, int C, float* partials) {
+    #pragma omp parallel for
+    for (int k = 0; k < LN_CHUNKS; k++) {
+        float* part = partials + (size_t)k * 6 * C;  // [dw, db, dxw, dxb, dyw, dyb]
+        memset(part, 0, 6 * C * sizeof(float));
+        int r0, r1;
+        chunk_rows(k, N, &r0, &r1);
+        for (int r = r0; r < r1; r++) {
+            size_t o = (size_t)r * C;
+            float* ds = ds_buf + o;
+            float* da = du + o;
+            memset(ds, 0, C * sizeof(float));
+            layernorm_backward_row(ds, part, part + C, du + o, s + o, params.w, st.mean[r], st.rstd[r], C);
+            layernorm_backward_row(dy + o, part + 4 * C, part + 5 * C, ds, y + o, params.yw, st.y_mean[r], st.y_rstd[r], C);
+            for (int i = 0; i < C; i++) { da[i] = ds[i] + dx[o + i]; }
+            memset(dx + o, 0, C * sizeof(float));
+            layernorm_backward_row(dx + o, part + 2 * C, part + 3 * C, da, x + o, params.xw, st.x_mean[r], st.x_rstd[r], C);
+        }
+    }
+    float* dst[6] = {grads.w, grads.b, grads.xw, grads.xb, grads.yw, grads.yb};
+    add_partials(dst, 6, partials, C);
+}
+
+// siamese_update: the two residual updates after the block, x_next = a + z / c and y_next = y + z
+static void siamese_update_forward(float* x_next, float* y_next, const float* a, const float* y, const float* z,
+                                   float c, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        x_next[i] = a[i] + z[i] / c;
+        y_next[i] = y[i] + z[i];
+    }
+}
+
+// its backward for the block output: dz = dx_next / c + dy_next (a's share is in siamese_input_backward)
+static void siamese_update_backward(float* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) { dz[i] = dx_next[i] / c + dy_next[i]; }
+}
+
+// pre and post mode: the plain residual add out = x + z
+static void residual_forward(float* out, const float* x, const float* z, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) { out[i] = x[i] + z[i]; }
+}
+
+// ----------------------------------------------------------------------------
+// matmul: out[BT][OC] = inp[BT][C] . weight[OC][C]^T + bias[OC]   (weight is (out, in) like nn.Linear)
+
+static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
+                           int OC) {
+    #pragma omp parallel for collapse(2)
+    for (int bt = 0; bt < BT; bt++) {
+        for (int o = 0; o < OC; o++) {
+            const float* x = inp + (size_t)bt * C;
+            const float* w = weight + (size_t)o * C;
+            float sum = 0.0f;
+            #pragma omp simd reduction(+ : sum)
+            for (int i = 0; i < C; i++) { sum += x[i] * w[i]; }
+            out[(size_t)bt * OC + o] = sum + (bias ? bias[o] : 0.0f);
+        }
+    }
+}
+
+// dinp += dout . weight;  dweight += dout^T . inp;  dbias += column sums of dout
+static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                            const float* weight, int BT, int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {
+        float* di = dinp + (size_t)bt * C;
+        for (int o = 0; o < OC; o++) {
+            float d = dout[(size_t)bt * OC + o];
+            const float* w = weight + (size_t)o * C;
+            for (int i = 0; i < C; i++) { di[i] += d * w[i]; }
+        }
+    }
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        float* dw = dweight + (size_t)o * C;
+        float db = 0.0f;
+        for (int bt = 0; bt < BT; bt++) {
+            float d = dout[(size_t)bt * OC + o];
+            const float* x = inp + (size_t)bt * C;
+            for (int i = 0; i < C; i++) { dw[i] += d * x[i]; }
+            db += d;
+        }
+        if (dbias) { dbias[o] += db; }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
+// For each (b, head, t): att[t2] = softmax over t2 <= t of q_t . k_t2 / sqrt(HS);  out_t = sum att[t2] v_t2.
+// att (B, NH, T, T) keeps the softmax probabilities (zero above the diagonal) for the backward pass.
+
+static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = 3 * (size_t)C;
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float* q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                float maxval = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float dot = 0.0f;
+                    #pragma omp simd reduction(+ : dot)
+                    for (int i = 0; i < HS; i++) { dot += q[i] * k[i]; }
+                    a[t2] = dot * scale;
+                    if (a[t2] > maxval) { maxval = a[t2]; }
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxval); sum += a[t2]; }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
+                for (int t2 = t + 1; t2 < T; t2++) { a[t2] = 0.0f; }
+                float* o = out + ((size_t)b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    for (int i = 0; i < HS; i++) { o[i] += a[t2] * v[i]; }
+                }
+            }
+        }
+    }
+}
+
+// dqkv += the gradient of qkv. One thread owns a whole (b, head): the k and v of position t2 receive
+// gradient from every t >= t2 of the same head, so no two threads touch the same element.
+// datt_scratch holds (B, NH, T) floats.
+static void attention_backward(float* dqkv, float* datt_scratch, const float* dout, const float* qkv,
+                               const float* att, int B, int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = 3 * (size_t)C;
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float* datt = datt_scratch + ((size_t)b * NH + h) * T;
+            for (int t = 0; t < T; t++) {
+                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float* d = dout + ((size_t)b * T + t) * C + h * HS;
+                const float* q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float* dq = dqkv + ((size_t)b * T + t) * C3 + h * HS;
+                // through out_t = sum att[t2] v_t2
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    float dot = 0.0f;
+                    #pragma omp simd reduction(+ : dot)
+                    for (int i = 0; i < HS; i++) { dot += d[i] * v[i]; }
+                    datt[t2] = dot;
+                    for (int i = 0; i < HS; i++) { dv[i] += a[t2] * d[i]; }
+                }
+                // through the softmax: dpre[t2] = att[t2] (datt[t2] - sum_j att[j] datt[j])
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { sum += a[t2] * datt[t2]; }
+                // through pre[t2] = q_t . k_t2 * scale
+                for (int t2 = 0; t2 <= t; t2++) {
+                    float dpre = a[t2] * (datt[t2] - sum) * scale;
+                    const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float* dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    for (int i = 0; i < HS; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+
+static void gelu_forward(float* out, const float* inp, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+
+// dinp = dout * GELU'(inp)  (overwrites: the MLP hidden gradient has this single source)
+static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * x * dth);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the classifier: softmax cross-entropy over the V real vocabulary entries of each logits row
+// (entries V..Vp-1 are padding). Forward saves the log-sum-exp of each row; backward turns the
+// logits IN PLACE into dL/dlogits = (softmax - onehot) * dloss, so the probabilities never need
+// a buffer of their own.
+
+static void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets, int BT, int V,
+                                 int Vp) {
+    #pragma omp parallel for
+    for (int r = 0; r < BT; r++) {
+        const float* l = logits + (size_t)r * Vp;
+        float maxval = -INFINITY;
+        for (int i = 0; i < V; i++) { if (l[i] > maxval) { maxval = l[i]; } }
+        float sum = 0.0f;
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) { sum += expf(l[i] - maxval); }
+        lse[r] = maxval + logf(sum);
+        losses[r] = lse[r] - l[targets[r]];
+    }
+}
+
+static void crossentropy_backward(float* logits, const float* lse, const int* targets, float dloss, int BT, int V,
+                                  int Vp) {
+    #pragma omp parallel for
+    for (int r = 0; r < BT; r++) {
+        float* l = logits + (size_t)r * Vp;
+        for (int i = 0; i < V; i++) { l[i] = expf(l[i] - lse[r]) * dloss; }
+        for (int i = V; i < Vp; i++) { l[i] = 0.0f; }
+        l[targets[r]] -= dloss;
+    }
+}
+
+// ============================================================================
+// Part 2: the model
+// ============================================================================
+
+// the parameters, in checkpoint order (common/params.h); siamese-only tensors are empty otherwise
+typedef struct {
+    float *wte, *wpe;
+    float *lnx1w, *lnx1b, *lny1w, *lny1b, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    float *lnx2w, *lnx2b, *lny2w, *lny2b, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    float *lnfxw, *lnfxb, *lnfyw, *lnfyb, *lnfw, *lnfb;
+} ParameterTensors;
+_Static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(float*), "one pointer per tensor");
+
+static void point_parameters(ParameterTensors* p, float* memory, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    float** ptrs = (float**)p;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// the activations the backward pass needs, saved by the forward pass. k indexes sublayers (2L), l layers.
+typedef struct {
+    float* resx;       // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
+    float* resy;       // (2L+1, B, T, C) siamese: stream Y
+    float* lnx;        // (2L, B, T, C)   siamese: a = LN(x), the base of the X update
+    float* lnsum;      // (2L, B, T, C)   what the sublayer's main LN normalises: siamese a + LN(y), post x + z
+    float* blockin;    // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(a + LN(y)); post reads x
+    float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
+    float* ln_rstd;
+    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x) and LN(y)
+    float* lnx_rstd;
+    float* lny_mean;
+    float* lny_rstd;
+    float* qkv;        // (L, B, T, 3C)
+    float* att;        // (L, B, NH, T, T) attention probabilities
+    float* atty;       // (L, B, T, C)    attention output before its projection
+    float* fch;        // (L, B, T, 4C)   MLP hidden pre-activation
+    float* fch_gelu;   // (L, B, T, 4C)
+    float* blockout;   // (2L, B, T, C)   z, the block output
+    float* lnfsum;     // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
+    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x) and LN(y)
+    float* lnfx_rstd;
+    float* lnfy_mean;
+    float* lnfy_rstd;
+    float* lnf;        // (B, T, C)       h, the final LN output
+    float* lnf_mean;   // (B, T)
+    float* lnf_rstd;
+    float* logits;     // (B, T, Vp)      overwritten by dL/dlogits in the backward pass
+    float* lse;        // (B, T)          log-sum-exp of each logits row
+    float* losses;     // (B, T)
+} ActivationTensors;
+#define NUM_ACTIVATION_TENSORS ((int)(sizeof(ActivationTensors) / sizeof(float*)))
+
+static void fill_activation_sizes(size_t* s, const GPT2Config* cfg, int B, int T) {
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
+    size_t BT = (size_t)B * T, S = cfg->norm_mode == NORM_SIAMESE, POST = cfg->norm_mode == NORM_POST;
+    size_t v[] = {
+        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, (S || POST) * 2 * L * BT * C,
+        !POST * 2 * L * BT * C, 2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
+        S * 2 * L * BT, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
+        2 * L * BT * C, S * BT * C, S * BT, S * BT, S * BT, S * BT, BT * C, BT, BT, BT * Vp, BT, BT,
+    };
+    _Static_assert(sizeof(v) / sizeof(v[0]) == NUM_ACTIVATION_TENSORS, "one size per activation tensor");
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { s[i] = v[i]; }
+}
+
+// scratch for the backward pass, reused by every layer (only the streams' gradients travel)
+typedef struct {
+    float* dx;          // (B, T, C) dL/d(stream X) at the current sublayer boundary
+    float* dy;          // (B, T, C) dL/d(stream Y)
+    float* dblockout;   // (B, T, C) dz
+    float* dblockin;    // (B, T, C) du
+    float* dlnsum;      // (B, T, C) gradient of the main LN's input
+    float* dqkv;        // (B, T, 3C)
+    float* datty;       // (B, T, C)
+    float* dfch;        // (B, T, 4C)
+    float* dfch_gelu;   // (B, T, 4C)
+    float* datt;        // (B, NH, T) one attention row per (b, head)
+    float* dlnf;        // (B, T, C)
+    float* ln_partials; // (LN_CHUNKS, 6C) per-chunk LayerNorm parameter gradients
+} GradScratch;
+#define NUM_SCRATCH_TENSORS ((int)(sizeof(GradScratch) / sizeof(float*)))
+
+static void fill_scratch_sizes(size_t* s, const GPT2Config* cfg, int B, int T) {
+    size_t C = cfg->channels, BT = (size_t)B * T;
+    size_t v[] = {BT * C, BT * C, BT * C, BT * C, BT * C, BT * 3 * C, BT * C, BT * 4 * C, BT * 4 * C,
+                  (size_t)B * cfg->num_heads * T, BT * C, LN_CHUNKS * 6 * C};
+    _Static_assert(sizeof(v) / sizeof(v[0]) == NUM_SCRATCH_TENSORS, "one size per scratch tensor");
+    for (int i = 0; i < NUM_SCRATCH_TENSORS; i++) { s[i] = v[i]; }
+}
+
+// carves `n` consecutive tensors of the given sizes out of one allocation; returns the total
+static float* alloc_tensors(float** ptrs, const size_t* sizes, int n, size_t* total, const char* what) {
+    size_t sum = 0;
+    for (int i = 0; i < n; i++) { sum += sizes[i]; }
+    float* memory = (float*)malloc_check(sum * sizeof(float), what);
+    float* p = memory;
+    for (int i = 0; i < n; i++) { ptrs[i] = p; p += sizes[i]; }
+    if (total) { *total = sum; }
+    return memory;
+}
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_parameters;
+    ParameterTensors params;
+    float* params_memory;
+    ParameterTensors grads;
+    float* grads_memory;
+    float* m_memory;  // AdamW first moment
+    float* v_memory;  // AdamW second moment
+    ActivationTensors acts;
+    float* acts_memory;
+    size_t num_activations;
+    GradScratch scratch;
+    float* scratch_memory;
+    int batch_size, seq_len;  // the (B, T) the buffers were allocated for
+    int cur_B, cur_T;         // the (B, T) of the last forward pass
+    int* inputs;              // (B, T) tokens of the last forward pass
+    int* targets;             // (B, T) its targets, or none
+    int has_targets;
+    float mean_loss;          // of the last forward pass with targets
+} GPT2;
+
+// sets the config and allocates the parameters (not yet initialised)
+static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
+    memset(m, 0, sizeof(*m));
+    m->config = *cfg;
+    fill_param_sizes(m->param_sizes, cfg);
+    m->num_parameters = count_parameters(cfg);
+    m->params_memory = (float*)malloc_check(m->num_parameters * sizeof(float), "parameters");
+    point_parameters(&m->params, m->params_memory, m->param_sizes);
+}
+
+static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
+    GPT2Config cfg;
+    FILE* f = checkpoint_open(path, &cfg);
+    gpt2_init_params(m, &cfg);
+    fread_check(m->params_memory, sizeof(float), m->num_parameters, f, path);
+    fclose(f);
+}
+
+static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
+    gpt2_init_params(m, cfg);
+    params_init_fresh(m->params_memory, cfg, seed);
+}
+
+// allocates, once, everything training with micro-batches of (B, T) needs
+static void gpt2_allocate(GPT2* m, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    m->batch_size = B;
+    m->seq_len = T;
+    m->grads_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "gradients");
+    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
+    m->m_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW m");
+    m->v_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW v");
+    size_t act_sizes[NUM_ACTIVATION_TENSORS];
+    fill_activation_sizes(act_sizes, cfg, B, T);
+    m->acts_memory = alloc_tensors((float**)&m->acts, act_sizes, NUM_ACTIVATION_TENSORS, &m->num_activations, "activations");
+    size_t scratch_sizes[NUM_SCRATCH_TENSORS];
+    fill_scratch_sizes(scratch_sizes, cfg, B, T);
+    m->scratch_memory = alloc_tensors((float**)&m->scratch, scratch_sizes, NUM_SCRATCH_TENSORS, NULL, "backward scratch");
+    m->inputs = (int*)malloc_check((size_t)B * T * sizeof(int), "inputs");
+    m->targets = (int*)malloc_check((size_t)B * T * sizeof(int), "targets");
+}
+
+static void gpt2_free(GPT2* m) {
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->m_memory);
+    free(m->v_memory);
+    free(m->acts_memory);
+    free(m->scratch_memory);
+    free(m->inputs);
+    free(m->targets);
+}
+
+// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
+static SiameseNorms sublayer_norms(const ParameterTensors* p, int l, int s, int C) {
+    size_t o = (size_t)l * C;
+    SiameseNorms n;
+    n.xw = (s == 0 ? p->lnx1w : p->lnx2w) + o;
+    n.xb = (s == 0 ? p->lnx1b : p->lnx2b) + o;
+    n.yw = (s == 0 ? p->lny1w : p->lny2w) + o;
+    n.yb = (s == 0 ? p->lny1b : p->lny2b) + o;
+    n.w = (s == 0 ? p->ln1w : p->ln2w) + o;
+    n.b = (s == 0 ? p->ln1b : p->ln2b) + o;
+    return n;
+}
+
+static SiameseNorms final_norms(const ParameterTensors* p) {
+    SiameseNorms n = {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
+    return n;
+}
+
+static SiameseStats sublayer_stats(const ActivationTensors* a, int k, size_t BT) {
+    SiameseStats st = {a->lnx_mean + k * BT, a->lnx_rstd + k * BT, a->lny_mean + k * BT,
+                       a->lny_rstd + k * BT, a->ln_mean + k * BT,  a->ln_rstd + k * BT};
+    return st;
+}
+
+static SiameseStats final_stats(const ActivationTensors* a) {
+    SiameseStats st = {a->lnfx_mean, a->lnfx_rstd, a->lnfy_mean, a->lnfy_rstd, a->lnf_mean, a->lnf_rstd};
+    return st;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+// the block of sublayer s of layer l: z = Attn_l(u) or z = MLP_l(u)
+static void block_forward(GPT2* m, int l, int s, float* z, const float* u, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    ParameterTensors* p = &m->params;
+    ActivationTensors* a = &m->acts;
+    size_t lBT = (size_t)l * BT;
+    if (s == 0) {
+        float* qkv = a->qkv + lBT * 3 * C;
+        float* atty = a->atty + lBT * C;
+        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
+        attention_forward(atty, a->att + lBT * NH * T, qkv, B, T, C, NH);
+        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
+    } else {
+        float* fch = a->fch + lBT * 4 * C;
+        float* fch_gelu = a->fch_gelu + lBT * 4 * C;
+        matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
+        gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C);
+        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
+    }
+}
+
+// forward pass on tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss.
+// B and T may be smaller than allocated (sampling runs B = 1).
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    if (m->acts_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
+    if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
+        fatal("gpt2_forward: batch (%d, %d) exceeds the allocated (%d, %d)", B, T, m->batch_size, m->seq_len);
+    }
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
+    int BT = B * T;
+    for (int i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) { fatal("input token %d at position %d is outside the vocabulary [0, %d)", inputs[i], i, V); }
+        if (targets && (targets[i] < 0 || targets[i] >= V)) { fatal("target token %d at position %d is outside the vocabulary [0, %d)", targets[i], i, V); }
+    }
+    m->cur_B = B;
+    m->cur_T = T;
+    memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
+    m->has_targets = targets != NULL;
+    if (targets) { memcpy(m->targets, targets, (size_t)BT * sizeof(int)); }
+
+    ParameterTensors* p = &m->params;
+    ActivationTensors* a = &m->acts;
+    size_t N = (size_t)BT * C;  // floats in one (B, T, C) tensor
+    NormMode mode = cfg->norm_mode;
+
+    encoder_forward(a->resx, inputs, p->wte, p->wpe, B, T, C);
+    if (mode == NORM_SIAMESE) { memcpy(a->resy, a->resx, N * sizeof(float)); }  // both streams start as e
+
+    for (int k = 0; k < 2 * L; k++) {
+        int l = k / 2, s = k % 2;
+        float* x = a->resx + k * N;
+        float* x_next = a->resx + (k + 1) * N;
+        float* z = a->blockout + k * N;
+        float* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        float* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
+        float* mean = a->ln_mean + (size_t)k * BT;
+        float* rstd = a->ln_rstd + (size_t)k * BT;
+        if (mode == NORM_PRE) {
+            float* u = a->blockin + k * N;
+            layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);            // u = LN(x)
+            block_forward(m, l, s, z, u, B, T);                              // z = F(u)
+            residual_forward(x_next, x, z, N);                               // x = x + z
+        } else if (mode == NORM_POST) {
+            float* sum = a->lnsum + k * N;
+            block_forward(m, l, s, z, x, B, T);                              // z = F(x)
+            residual_forward(sum, x, z, N);                                  // r = x + z
+            layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);     // x = LN(r)
+        } else {
+            float* u = a->blockin + k * N;
+            float* lnx = a->lnx + k * N;
+            float* y = a->resy + k * N;
+            siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(a, k, BT), x, y,
+                                  sublayer_norms(p, l, s, C), BT, C);        // a = LN(x), u = LN(a + LN(y))
+            block_forward(m, l, s, z, u, B, T);                              // z = F(u)
+            siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+        }
+    }
+
+    float* x_final = a->resx + 2 * L * N;
+    if (mode == NORM_SIAMESE) {
+        siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(a), x_final, a->resy + 2 * L * N,
+                              final_norms(p), BT, C);                        // h = LN(LN(x) + LN(y))
+    } else {
+        layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);
+    }
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp);              // tied output layer
+    if (targets) {
+        crossentropy_forward(a->losses, a->lse, a->logits, targets, BT, V, Vp);
+        double sum = 0.0;
+        for (int i = 0; i < BT; i++) { sum += a->losses[i]; }
+        m->mean_loss = (float)(sum / BT);
+    } else {
+        m->mean_loss = -1.0f;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// backward
+
+static void gpt2_zero_grad(GPT2* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
+
+// backward of the block of sublayer s of layer l: du += dL/du given dz (and the weight gradients)
+static void block_backward(GPT2* m, int l, int s, float* du, const float* dz, const float* u, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    ParameterTensors* p = &m->params;
+    ParameterTensors* g = &m->grads;
+    ActivationTensors* a = &m->acts;
+    GradScratch* sc = &m->scratch;
+    size_t lBT = (size_t)l * BT;
+    if (s == 0) {
+        memset(sc->datty, 0, (size_t)BT * C * sizeof(float));
+        matmul_backward(sc->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C,
+                        p->attprojw + (size_t)l * C * C, BT, C, C);
+        memset(sc->dqkv, 0, (size_t)BT * 3 * C * sizeof(float));
+        attention_backward(sc->dqkv, sc->datt, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, B, T, C, NH);
+        matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u,
+                        p->qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
+    } else {
+        memset(sc->dfch_gelu, 0, (size_t)BT * 4 * C * sizeof(float));
+        matmul_backward(sc->dfch_gelu, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
+                        a->fch_gelu + lBT * 4 * C, p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
+        gelu_backward(sc->dfch, a->fch + lBT * 4 * C, sc->dfch_gelu, (size_t)BT * 4 * C);
+        matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, sc->dfch, u,
+                        p->fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
+    }
+}
+
+// backward pass of the last forward pass (which must have had targets); ACCUMULATES into m->grads.
+// loss_scale multiplies the loss, e.g. 1/grad_accum_steps so accumulated gradients are a mean.
+static void gpt2_backward(GPT2* m, float loss_scale) {
+    if (!m->has_targets) { fatal("gpt2_backward: the last forward pass had no targets"); }
+    const GPT2Config* cfg = &m->config;
+    int B = m->cur_B, T = m->cur_T, BT = B * T;
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
+    ParameterTensors* p = &m->params;
+    ParameterTensors* g = &m->grads;
+    ActivationTensors* a = &m->acts;
+    GradScratch* sc = &m->scratch;
+    size_t N = (size_t)BT * C;
+    NormMode mode = cfg->norm_mode;
+
+    // classifier and the tied output layer: dlogits (in place), then dh and dwte
+    crossentropy_backward(a->logits, a->lse, m->targets, loss_scale / BT, BT, V, Vp);
+    memset(sc->dlnf, 0, N * sizeof(float));
+    matmul_backward(sc->dlnf, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, Vp);
+
+    // the final LayerNorm(s): dx (and dy) at the last boundary
+    float* x_final = a->resx + 2 * L * N;
+    memset(sc->dx, 0, N * sizeof(float));
+    if (mode == NORM_SIAMESE) {
+        memset(sc->dy, 0, N * sizeof(float));
+        siamese_input_backward(sc->dx, sc->dy, sc->dlnf, sc->dlnsum, final_norms(g), final_norms(p), final_stats(a),
+                               x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
+    } else {
+        layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C,
+                           sc->ln_partials);
+    }
+
+    // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
+    for (int k = 2 * L - 1; k >= 0; k--) {
+        int l = k / 2, s = k % 2;
+        float* x = a->resx + k * N;
+        float* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
+        float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
+        float* mean = a->ln_mean + (size_t)k * BT;
+        float* rstd = a->ln_rstd + (size_t)k * BT;
+        if (mode == NORM_PRE) {
+            // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+            memset(sc->dblockin, 0, N * sizeof(float));
+            block_backward(m, l, s, sc->dblockin, sc->dx, a->blockin + k * N, B, T);
+            layernorm_backward(sc->dx, dlnw, dlnb, sc->dblockin, x, lnw, mean, rstd, BT, C, sc->ln_partials);
+        } else if (mode == NORM_POST) {
+            // x_next = LN(x + F(x)): dr = LN_back(dx_next); dz = dr; dx = dr + F_back(dr)
+            memset(sc->dlnsum, 0, N * sizeof(float));
+            layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, sc->ln_partials);
+            memcpy(sc->dx, sc->dlnsum, N * sizeof(float));
+            block_backward(m, l, s, sc->dx, sc->dlnsum, x, B, T);
+        } else {
+            // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
+            siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
+            memset(sc->dblockin, 0, N * sizeof(float));
+            block_backward(m, l, s, sc->dblockin, sc->dblockout, a->blockin + k * N, B, T);
+            siamese_input_backward(sc->dx, sc->dy, sc->dblockin, sc->dlnsum, sublayer_norms(g, l, s, C),
+                                   sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
+                                   a->lnsum + k * N, BT, C, sc->ln_partials);
+        }
+    }
+
+    // the embedding feeds both streams in siamese mode
+    if (mode == NORM_SIAMESE) {
+        for (size_t i = 0; i < N; i++) { sc->dx[i] += sc->dy[i]; }
+    }
+    encoder_backward(g->wte, g->wpe, sc->dx, m->inputs, B, T, C);
+}
+
+// ----------------------------------------------------------------------------
+// optimizer
+
+// the global L2 norm of all gradients, summed in double over fixed chunks (deterministic)
+static float gpt2_grad_norm(GPT2* m) {
+    enum { CHUNKS = 64 };
+    double partial[CHUNKS];
+    size_t n = m->num_parameters;
+    #pragma omp parallel for
+    for (int k = 0; k < CHUNKS; k++) {
+        size_t i0 = n * k / CHUNKS, i1 = n * (k + 1) / CHUNKS;
+        double sum = 0.0;
+        for (size_t i = i0; i < i1; i++) { double g = m->grads_memory[i]; sum += g * g; }
+        partial[k] = sum;
+    }
+    double total = 0.0;
+    for (int k = 0; k < CHUNKS; k++) { total += partial[k]; }
+    return (float)sqrt(total);
+}
+
+// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
+static float grad_clip_scale(float norm, float clip) {
+    float coef = clip / (norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
+// AdamW step `t` (1-based) with decoupled weight decay and bias correction; the gradients are
+// multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
+static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    float bc1 = 1.0f - powf(beta1, (float)t);
+    float bc2 = 1.0f - powf(beta2, (float)t);
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t n = m->param_sizes[i];
+        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+        float* param = m->params_memory + offset;
+        float* grad = m->grads_memory + offset;
+        float* mm = m->m_memory + offset;
+        float* vv = m->v_memory + offset;
+        #pragma omp parallel for
+        for (size_t j = 0; j < n; j++) {
+            float gj = grad[j] * grad_scale;
+            mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
+            vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
+            float mhat = mm[j] / bc1;
+            float vhat = vv[j] / bc2;
+            param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
+        }
+        offset += n;
+    }
+}
+
+#ifndef TESTING
+// ============================================================================
+// Part 3: training
+// ============================================================================
+#include "common/dataloader.h"
+#include "common/logger.h"
+#include "common/tokenizer.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float evaluate(GPT2* m, DataLoader* loader, int batches) {
+    dataloader_reset(loader);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(loader);
+        gpt2_forward(m, loader->inputs, loader->targets, m->batch_size, m->seq_len);
+        sum += m->mean_loss;
+    }
+    return (float)(sum / batches);
+}
+
+// samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
+// at most T tokens (there is no KV cache: this is for a glimpse of the model, not for speed)
+static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
+    int T = m->seq_len, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
+    int eot = tokenizer_eot(tok, V);
+    seq[0] = eot;
+    TokenPrinter tp;
+    token_printer_init(&tp, tok, stdout);
+    printf("generating:\n---\n");
+    for (int i = 1; i <= n; i++) {
+        int start = i > T ? i - T : 0;
+        int len = i - start;
+        gpt2_forward(m, seq + start, NULL, 1, len);
+        float* logits = m->acts.logits + (size_t)(len - 1) * Vp;
+        float maxval = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < V; j++) { if (logits[j] > maxval) { maxval = logits[j]; } }
+        for (int j = 0; j < V; j++) { logits[j] = expf(logits[j] - maxval); sum += logits[j]; }
+        for (int j = 0; j < V; j++) { logits[j] /= sum; }
+        seq[i] = sample_from_probs(logits, V, random_f32(rng));
+        token_printer_put(&tp, seq[i]);
+    }
+    token_printer_flush(&tp);
+    printf("\n---\n");
+    free(seq);
+}
+
+int main(int argc, char** argv) {
+    TrainArgs args = args_defaults();
+    args_parse(&args, argc, argv);
+    if (args.resume) { fatal("-y 1: resuming needs the full training state, which this build does not write yet"); }
+
+    // the model: a checkpoint, or a fresh dN
+    GPT2 model;
+    int depth = args_fresh_depth(args.init);
+    if (depth > 0) {
+        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
+        gpt2_build_fresh(&model, &cfg, args.seed);
+    } else {
+        gpt2_build_from_checkpoint(&model, args.init);
+    }
+    const GPT2Config* cfg = &model.config;
+    args_check_model(&args, cfg);
+
+    // the data
+    DataLoader train_loader, val_loader;
+    dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
+    int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
+    if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
+    Tokenizer tokenizer;
+    char tok_path[1100];
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", dataloader_first_dir(&train_loader));
+    tokenizer_init(&tokenizer, tok_path);
+
+    // the output folder: refuse to overwrite an earlier run
+    if (args.output_dir[0] != '\0') {
+        ensure_writable_dir(args.output_dir);
+        char log_path[1100];
+        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
+        if (file_exists(log_path)) {
+            fatal("%s already holds a run (%s); choose another -o folder", args.output_dir, log_path);
+        }
+    }
+    Logger logger;
+    logger_init(&logger, args.output_dir, 0);
+
+    int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
+           NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
+           cfg->padded_vocab_size, cfg->max_seq_len, model.num_parameters);
+    printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads\n", args.B, args.T, args.total_batch,
+           grad_accum, threads);
+    gpt2_allocate(&model, args.B, args.T);
+    printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
+           4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
+
+    uint64_t sample_rng = args.seed;
+    for (int step = 0; step <= args.max_steps; step++) {
+        int last = step == args.max_steps;
+        if (have_val && (step % args.val_every == 0 || last)) {
+            float val_loss = evaluate(&model, &val_loader, args.val_batches);
+            printf("val loss %.6f\n", val_loss);
+            logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+        }
+        if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
+            sample_text(&model, &tokenizer, args.gen_tokens, &sample_rng);
+        }
+        if (args.output_dir[0] != '\0' && step > 0 &&
+            (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
+            char path[1100];
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, step);
+            checkpoint_write(path, cfg, model.params_memory);
+            printf("wrote %s\n", path);
+        }
+        if (last) { break; }
+
+        double t0 = now_seconds();
+        gpt2_zero_grad(&model);
+        double loss = 0.0;
+        for (int micro = 0; micro < grad_accum; micro++) {
+            dataloader_next_batch(&train_loader);
+            gpt2_forward(&model, train_loader.inputs, train_loader.targets, args.B, args.T);
+            gpt2_backward(&model, 1.0f / grad_accum);
+            loss += model.mean_loss / grad_accum;
+        }
+        float norm = gpt2_grad_norm(&model);
+        float lr = learning_rate_at(&args, step);
+        gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip), step + 1);
+        double ms = (now_seconds() - t0) * 1000.0;
+        double tok_s = args.total_batch / (ms / 1000.0);
+        printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s\n", step + 1, args.max_steps, loss,
+               norm, lr, ms, tok_s);
+        logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f", step + 1, loss, norm,
+                    lr, ms, tok_s);
+    }
+
+    logger_free(&logger);
+    tokenizer_free(&tokenizer);
+    dataloader_free(&train_loader);
+    if (have_val) { dataloader_free(&val_loader); }
+    gpt2_free(&model);
+    return 0;
+}
+#endif // TESTING
