@@ -51,12 +51,16 @@ static inline void tokenizer_init(Tokenizer* t, const char* path) {
     memset(t, 0, sizeof(*t));
     t->eot_token = -1;
     struct stat st;
-    if (stat(path, &st) != 0 && errno == ENOENT) {
-        snprintf(t->why, sizeof(t->why),
-                 "no tokenizer at %s (prepare data with dev/data/*.py); printing token ids", path);
-        return;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {  // no such file: not an error, we print ids
+            snprintf(t->why, sizeof(t->why),
+                     "no tokenizer at %s (prepare data with dev/data/*.py); printing token ids", path);
+            return;
+        }
+        // any other reason (no permission, ...) is reported by fopen_check below
+    } else if (!S_ISREG(st.st_mode)) {
+        fatal("%s: not a regular file", path);
     }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { fatal("%s: not a regular file", path); }
 
     FILE* f = fopen_check(path, "rb");
     long size = file_size_check(f, path);

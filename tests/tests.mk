@@ -28,7 +28,7 @@ decode_tokens: tests/bin/decode_tokens
 tests/bin:
 	mkdir -p tests/bin
 
-tests/bin/%: tests/%.c tests/harness.h $(DATA_HEADERS) | tests/bin
+$(DATA_TESTS): tests/bin/%: tests/%.c tests/harness.h $(DATA_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) $(DATA_TEST_FLAGS) -o $@ $<
 
 test-data: tests/bin/test_tokenizer tests/bin/test_dataloader
@@ -41,8 +41,14 @@ test-data-asan: | tests/bin
 	./tests/bin/test_tokenizer_asan
 	./tests/bin/test_dataloader_asan
 
-# the headers are shared with the CUDA trainer, so they must be valid C++ too
-check-cxx-data:
-	printf '#include "common/tokenizer.h"\n#include "common/dataloader.h"\nint main() { return 0; }\n' | \
-		$(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
+# the headers are shared with the CUDA trainer, so they must be valid C++ too (and, where nvcc
+# is installed, also compile as CUDA source)
+check-cxx-data: | tests/bin
+	printf '#include "common/tokenizer.h"\n#include "common/dataloader.h"\nint main() { return 0; }\n' \
+		> tests/bin/check_data.cu
+	$(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. tests/bin/check_data.cu
+	@if command -v nvcc > /dev/null 2>&1; then \
+		echo "nvcc -std=c++17 -I. -c tests/bin/check_data.cu"; \
+		nvcc -std=c++17 -I. -c -o tests/bin/check_data.o tests/bin/check_data.cu || exit 1; \
+	else echo "(nvcc not found: CUDA compile check skipped)"; fi
 	@echo "check-cxx-data: common/tokenizer.h and common/dataloader.h compile as C++"
