@@ -29,8 +29,9 @@ the file size, at least num_processes*B*T+1 tokens), so a damaged shard 7 is rep
 and not hours into training; the token ids of a shard are checked (< vocab_size) when it is
 loaded. Every problem ends the program with one "error: ..." line naming the file.
 
-Memory is allocated once, at init: a buffer for the largest shard (the whole current shard is
-read into memory when the loader gets to it), plus the inputs and targets of one batch.
+Memory is allocated once, at init: a buffer for the largest shard, plus the inputs and targets of
+one batch. A shard is read into the buffer whole (and its ids checked) as soon as the loader moves
+to it, i.e. right after the batch that used up the previous shard.
 
 Functions are `static inline` only so that a program using a few of them gets no warnings about
 the others being unused.
@@ -128,7 +129,8 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
     memset(d, 0, sizeof(*d));
     if (B <= 0 || T <= 0) { fatal("data loader: batch size B=%d and sequence length T=%d must be positive", B, T); }
     if (vocab_size <= 0) { fatal("data loader: vocabulary size %d must be positive", vocab_size); }
-    if (num_processes <= 0 || process_rank < 0 || process_rank >= num_processes) {
+    if (num_processes <= 0) { fatal("data loader: the number of processes %d must be positive", num_processes); }
+    if (process_rank < 0 || process_rank >= num_processes) {
         fatal("data loader: process rank %d is not in 0..%d", process_rank, num_processes - 1);
     }
     if ((long)num_processes * B * T >= INT32_MAX) {
