@@ -1,0 +1,246 @@
+/*
+common/dataloader.h: training and validation batches from token shards.
+
+A shard (written by the scripts in dev/data/) is
+
+    header   256 int32: magic 20240520, version 1, number of tokens N
+    body     N uint16 token ids
+
+and a dataset is a list of shards given as a glob pattern ("data/x/x_train_*.bin"), taken in
+sorted name order. A language model learns to predict token t+1 from tokens 0..t, so a batch is
+B rows of T+1 consecutive tokens: inputs are the first T of each row, targets the last T (the same
+tokens shifted by one). Rows are consecutive in the shard, so B*T+1 tokens make one batch:
+
+    shard:    ... a b c d e f g ...       (B=2, T=3: the 7 tokens a..g)
+    inputs:   a b c | d e f
+    targets:  b c d | e f g
+
+Batches are read in order. With several processes (GPUs), each step reads one chunk of
+num_processes*B*T tokens (+1) and process r takes the r-th B*T slice of it, so the processes
+together see each token once. When the current shard has too few tokens left for the next chunk,
+the loader moves on to the next shard, and after the last one back to the first (a new epoch).
+
+Position: shard_index and shard_offset (plain fields) say where the NEXT batch starts; after every
+batch they already point at a chunk that fits. Saving them and calling dataloader_set_position
+later resumes the exact sequence of batches.
+
+Checks: at init every shard's header is read and checked (magic, version, token count against
+the file size, at least num_processes*B*T+1 tokens), so a damaged shard 7 is reported at start
+and not hours into training; the token ids of a shard are checked (< vocab_size) when it is
+loaded. Every problem ends the program with one "error: ..." line naming the file.
+
+Memory is allocated once, at init: a buffer for the largest shard, plus the inputs and targets of
+one batch. A shard is read into the buffer whole (and its ids checked) as soon as the loader moves
+to it, i.e. right after the batch that used up the previous shard.
+
+Functions are `static inline` only so that a program using a few of them gets no warnings about
+the others being unused.
+*/
+#ifndef COMMON_DATALOADER_H
+#define COMMON_DATALOADER_H
+
+#include <glob.h>
+
+#include "utils.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_INTS 256
+
+typedef struct {
+    // what we were asked for
+    int B, T, vocab_size, process_rank, num_processes;
+    // the shards, in sorted order
+    int num_shards;
+    char** shard_paths;
+    long* shard_tokens;         // number of tokens in each shard (from its checked header)
+    // position of the next batch: shard and token offset of the start of its chunk
+    int shard_index;
+    long shard_offset;
+    // memory
+    int loaded_shard;           // which shard `tokens` holds (-1: none yet)
+    uint16_t* tokens;           // the loaded shard, sized for the largest one
+    int* inputs;                // B*T
+    int* targets;               // B*T
+} DataLoader;
+
+// tokens one step consumes from a shard, over all processes
+static inline long dataloader_chunk(const DataLoader* d) {
+    return (long)d->num_processes * d->B * d->T;
+}
+
+// read and check the header of a shard; returns its number of tokens
+static inline long dataloader_read_header(const char* path, FILE* f) {
+    long size = file_size_check(f, path);
+    long header_bytes = SHARD_HEADER_INTS * (long)sizeof(int32_t);
+    if (size < header_bytes) {
+        fatal("%s: truncated shard (%ld bytes; the header alone is %ld)", path, size, header_bytes);
+    }
+    int32_t header[SHARD_HEADER_INTS];
+    fread_check(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path);
+    if (header[0] != SHARD_MAGIC) {
+        fatal("%s: not a token shard (magic number %d, expected %d)", path, header[0], SHARD_MAGIC);
+    }
+    if (header[1] != SHARD_VERSION) {
+        fatal("%s: token shard version %d, expected %d (regenerate it with dev/data/*.py)",
+              path, header[1], SHARD_VERSION);
+    }
+    long n = header[2];
+    if (n < 0) { fatal("%s: negative token count %ld in the header", path, n); }
+    long expected = header_bytes + n * (long)sizeof(uint16_t);
+    if (size < expected) {
+        fatal("%s: truncated shard (header says %ld tokens = %ld bytes, the file has %ld)", path, n, expected, size);
+    }
+    if (size > expected) {
+        fatal("%s: %ld bytes of trailing data (header says %ld tokens = %ld bytes, the file has %ld)",
+              path, size - expected, n, expected, size);
+    }
+    if (n == 0) { fatal("%s: empty shard (0 tokens)", path); }
+    return n;
+}
+
+// bring shard i into memory (if it is not there yet) and check its token ids
+static inline void dataloader_load_shard(DataLoader* d, int i) {
+    if (d->loaded_shard == i) { return; }
+    const char* path = d->shard_paths[i];
+    FILE* f = fopen_check(path, "rb");
+    long n = dataloader_read_header(path, f);
+    if (n != d->shard_tokens[i]) {
+        fatal("%s: changed since the start (%ld tokens then, %ld now)", path, d->shard_tokens[i], n);
+    }
+    fread_check(d->tokens, sizeof(uint16_t), (size_t)n, f, path);
+    fclose(f);
+    d->loaded_shard = -1;
+    for (long k = 0; k < n; k++) {
+        if (d->tokens[k] >= d->vocab_size) {
+            fatal("%s: token %ld has id %d, outside the vocabulary of %d tokens", path, k, d->tokens[k], d->vocab_size);
+        }
+    }
+    d->loaded_shard = i;
+}
+
+// does a chunk starting at this offset of shard i fit (with the one extra target token)?
+static inline int dataloader_fits(const DataLoader* d, int i, long offset) {
+    return offset >= 0 && offset + dataloader_chunk(d) + 1 <= d->shard_tokens[i];
+}
+
+static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int B, int T, int vocab_size,
+                                   int process_rank, int num_processes) {
+    memset(d, 0, sizeof(*d));
+    if (B <= 0 || T <= 0) { fatal("data loader: batch size B=%d and sequence length T=%d must be positive", B, T); }
+    if (vocab_size <= 0) { fatal("data loader: vocabulary size %d must be positive", vocab_size); }
+    if (num_processes <= 0) { fatal("data loader: the number of processes %d must be positive", num_processes); }
+    if (process_rank < 0 || process_rank >= num_processes) {
+        fatal("data loader: process rank %d is not in 0..%d", process_rank, num_processes - 1);
+    }
+    if ((long)num_processes * B * T >= INT32_MAX) {
+        fatal("data loader: %d processes x B=%d x T=%d tokens per step is too many", num_processes, B, T);
+    }
+    d->B = B;
+    d->T = T;
+    d->vocab_size = vocab_size;
+    d->process_rank = process_rank;
+    d->num_processes = num_processes;
+
+    glob_t g;
+    int rc = glob(glob_pattern, 0, NULL, &g);  // glob sorts the names
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { fatal("no file matches %s", glob_pattern); }
+    if (rc != 0) { fatal("cannot expand the pattern %s (glob error %d)", glob_pattern, rc); }
+    d->num_shards = (int)g.gl_pathc;
+    d->shard_paths = (char**)malloc_check(g.gl_pathc * sizeof(char*), "shard paths");
+    d->shard_tokens = (long*)malloc_check(g.gl_pathc * sizeof(long), "shard sizes");
+    long largest = 0;
+    for (int i = 0; i < d->num_shards; i++) {
+        size_t length = strlen(g.gl_pathv[i]);
+        d->shard_paths[i] = (char*)malloc_check(length + 1, "shard path");
+        memcpy(d->shard_paths[i], g.gl_pathv[i], length + 1);
+        FILE* f = fopen_check(d->shard_paths[i], "rb");
+        long n = dataloader_read_header(d->shard_paths[i], f);
+        fclose(f);
+        if (n < dataloader_chunk(d) + 1) {
+            fatal("%s: only %ld tokens, a batch needs B*T*processes + 1 = %d*%d*%d + 1 = %ld",
+                  d->shard_paths[i], n, B, T, num_processes, dataloader_chunk(d) + 1);
+        }
+        d->shard_tokens[i] = n;
+        if (n > largest) { largest = n; }
+    }
+    globfree(&g);
+
+    d->tokens = (uint16_t*)malloc_check((size_t)largest * sizeof(uint16_t), "shard tokens");
+    d->inputs = (int*)malloc_check((size_t)B * T * sizeof(int), "input tokens");
+    d->targets = (int*)malloc_check((size_t)B * T * sizeof(int), "target tokens");
+    d->loaded_shard = -1;
+    d->shard_index = 0;
+    d->shard_offset = 0;
+    dataloader_load_shard(d, 0);
+}
+
+// Move the next batch to (shard index, token offset). The chunk must fit in the shard: a position
+// saved from the fields of a loader with the same B, T and processes always does.
+static inline void dataloader_set_position(DataLoader* d, int shard_index, long shard_offset) {
+    if (shard_index < 0 || shard_index >= d->num_shards) {
+        fatal("data loader: shard index %d to resume from is not in 0..%d", shard_index, d->num_shards - 1);
+    }
+    if (!dataloader_fits(d, shard_index, shard_offset)) {
+        fatal("%s: offset %ld to resume from is not in 0..%ld (the shard has %ld tokens, a step takes %ld + 1)",
+              d->shard_paths[shard_index], shard_offset, d->shard_tokens[shard_index] - dataloader_chunk(d) - 1,
+              d->shard_tokens[shard_index], dataloader_chunk(d));
+    }
+    dataloader_load_shard(d, shard_index);
+    d->shard_index = shard_index;
+    d->shard_offset = shard_offset;
+}
+
+static inline void dataloader_reset(DataLoader* d) {
+    dataloader_set_position(d, 0, 0);
+}
+
+// fill inputs and targets with the next batch and advance the position
+static inline void dataloader_next_batch(DataLoader* d) {
+    long start = d->shard_offset + (long)d->process_rank * d->B * d->T;
+    const uint16_t* row = d->tokens + start;
+    int n = d->B * d->T;
+    for (int i = 0; i < n; i++) {
+        d->inputs[i] = row[i];
+        d->targets[i] = row[i + 1];
+    }
+    d->shard_offset += dataloader_chunk(d);
+    if (!dataloader_fits(d, d->shard_index, d->shard_offset)) {  // on to the next shard, or back to the first
+        d->shard_index = (d->shard_index + 1) % d->num_shards;
+        d->shard_offset = 0;
+        dataloader_load_shard(d, d->shard_index);
+    }
+}
+
+static inline void dataloader_free(DataLoader* d) {
+    for (int i = 0; i < d->num_shards; i++) { free(d->shard_paths[i]); }
+    free(d->shard_paths);
+    free(d->shard_tokens);
+    free(d->tokens);
+    free(d->inputs);
+    free(d->targets);
+    memset(d, 0, sizeof(*d));
+}
+
+// The folder of the first file matching a glob pattern ("." for a bare name), e.g. to find the
+// tokenizer.bin written next to the shards. Returns 0 (and sets dir to "") when nothing matches.
+static inline int dataloader_first_dir(const char* glob_pattern, char* dir, size_t cap) {
+    if (cap > 0) { dir[0] = '\0'; }
+    glob_t g;
+    int found = glob(glob_pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) {
+        const char* first = g.gl_pathv[0];
+        const char* slash = strrchr(first, '/');
+        if (slash == NULL) {
+            snprintf(dir, cap, ".");
+        } else if (slash == first) {
+            snprintf(dir, cap, "/");
+        } else {
+            snprintf(dir, cap, "%.*s", (int)(slash - first), first);
+        }
+    }
+    globfree(&g);
+    return found;
+}
+
+#endif // COMMON_DATALOADER_H
