@@ -34,7 +34,7 @@ test-parity: test_gpt2
 
 -include tests/tests.mk
 
-test: test-parity
+test: test-parity test-data
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

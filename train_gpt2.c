@@ -931,8 +931,7 @@ static float evaluate(GPT2* m, DataLoader* loader, int batches) {
 static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     int T = m->seq_len, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
     int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
-    int eot = tokenizer_eot(tok, V);
-    seq[0] = eot;
+    seq[0] = tokenizer_prompt_token(tok, V);
     TokenPrinter tp;
     token_printer_init(&tp, tok, stdout);
     printf("generating:\n---\n");
@@ -975,10 +974,13 @@ int main(int argc, char** argv) {
     dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
     int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
     if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
+    // samples are decoded with the tokenizer.bin that the data scripts write beside the shards
     Tokenizer tokenizer;
-    char tok_path[1100];
-    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", dataloader_first_dir(&train_loader));
+    char data_dir[1024], tok_path[1100];
+    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
     tokenizer_init(&tokenizer, tok_path);
+    if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
 
     // the output folder: refuse to overwrite an earlier run
     if (args.output_dir[0] != '\0') {

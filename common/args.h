@@ -37,7 +37,7 @@ typedef struct {
 } TrainArgs;
 
 // defaults shared by both trainers; each trainer may change some before parsing
-static TrainArgs args_defaults(void) {
+static inline TrainArgs args_defaults(void) {
     TrainArgs a;
     a.train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
     a.val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
@@ -63,7 +63,7 @@ static TrainArgs args_defaults(void) {
     return a;
 }
 
-static void args_usage(const char* prog, const TrainArgs* d) {
+static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("Usage: %s [options]\n", prog);
     printf("Trains a GPT-2 with Pre-Norm, Post-Norm or SiameseNorm residual streams.\n");
     printf("Options (defaults in brackets):\n");
@@ -91,7 +91,7 @@ static void args_usage(const char* prog, const TrainArgs* d) {
 }
 
 // strict parsing: the whole string must be a number in [lo, hi]
-static long parse_long_flag(char flag, const char* s, long lo, long hi) {
+static inline long parse_long_flag(char flag, const char* s, long lo, long hi) {
     char* end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -100,7 +100,7 @@ static long parse_long_flag(char flag, const char* s, long lo, long hi) {
     return v;
 }
 
-static float parse_float_flag(char flag, const char* s, double lo, double hi) {
+static inline float parse_float_flag(char flag, const char* s, double lo, double hi) {
     char* end = NULL;
     errno = 0;
     double v = strtod(s, &end);
@@ -110,7 +110,7 @@ static float parse_float_flag(char flag, const char* s, double lo, double hi) {
 }
 
 // parses argv into *a (which holds the defaults); -h prints usage and exits 0
-static void args_parse(TrainArgs* a, int argc, char** argv) {
+static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     TrainArgs defaults = *a;
     for (int i = 1; i < argc; i++) {
         const char* flag = argv[i];
@@ -151,14 +151,14 @@ static void args_parse(TrainArgs* a, int argc, char** argv) {
 }
 
 // checks that need the model: the sequence length and the token vocabulary
-static void args_check_model(const TrainArgs* a, const GPT2Config* cfg) {
+static inline void args_check_model(const TrainArgs* a, const GPT2Config* cfg) {
     if (a->T > cfg->max_seq_len) {
         fatal("sequence length -t %d exceeds the model's maximum sequence length %d", a->T, cfg->max_seq_len);
     }
 }
 
 // parses "dN" into N; returns 0 when `init` is not of that form (then it is a checkpoint path)
-static int args_fresh_depth(const char* init) {
+static inline int args_fresh_depth(const char* init) {
     if (init[0] != 'd' || init[1] == '\0') { return 0; }
     for (const char* p = init + 1; *p; p++) {
         if (*p < '0' || *p > '9') { return 0; }
@@ -170,7 +170,7 @@ static int args_fresh_depth(const char* init) {
 // ----------------------------------------------------------------------------
 // learning-rate schedule: linear warmup, then cosine decay from lr to lr * final_frac
 
-static float learning_rate_at(const TrainArgs* a, int step) {
+static inline float learning_rate_at(const TrainArgs* a, int step) {
     float lr = a->learning_rate;
     if (step < a->warmup_steps) { return lr * (float)(step + 1) / (float)a->warmup_steps; }
     if (a->max_steps <= a->warmup_steps) { return lr; }

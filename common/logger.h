@@ -15,7 +15,7 @@ typedef struct {
     FILE* f;  // NULL when there is no output folder
 } Logger;
 
-static void logger_init(Logger* lg, const char* output_dir, int resume) {
+static inline void logger_init(Logger* lg, const char* output_dir, int resume) {
     lg->f = NULL;
     if (output_dir == NULL || output_dir[0] == '\0') { return; }
     char path[1024];
@@ -24,8 +24,8 @@ static void logger_init(Logger* lg, const char* output_dir, int resume) {
     if (lg->f == NULL) { fatal("cannot open log file %s: %s", path, strerror(errno)); }
 }
 
-static void logger_line(Logger* lg, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logger_line(Logger* lg, const char* fmt, ...) {
+static inline void logger_line(Logger* lg, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void logger_line(Logger* lg, const char* fmt, ...) {
     if (lg->f == NULL) { return; }
     va_list args;
     va_start(args, fmt);
@@ -35,7 +35,7 @@ static void logger_line(Logger* lg, const char* fmt, ...) {
     if (fflush(lg->f) != 0) { fatal("writing the log failed: %s", strerror(errno)); }
 }
 
-static void logger_free(Logger* lg) {
+static inline void logger_free(Logger* lg) {
     if (lg->f) { fclose(lg->f); }
     lg->f = NULL;
 }

@@ -25,7 +25,7 @@ typedef enum { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NUM_NORM_MODES = 3
 static const char* const NORM_MODE_NAMES[NUM_NORM_MODES] = {"pre", "post", "siamese"};
 
 // returns the mode for "pre", "post" or "siamese", fatal otherwise
-static NormMode norm_mode_from_name(const char* name) {
+static inline NormMode norm_mode_from_name(const char* name) {
     for (int i = 0; i < NUM_NORM_MODES; i++) {
         if (strcmp(name, NORM_MODE_NAMES[i]) == 0) { return (NormMode)i; }
     }
@@ -46,7 +46,7 @@ typedef struct {
 } GPT2Config;
 
 // the config of a fresh model "dN": GPT-2's widths for 12/24/36/48 layers, otherwise C=64N, NH=N
-static GPT2Config gpt2_config_for_depth(int depth, NormMode mode, int vocab_size, int max_seq_len) {
+static inline GPT2Config gpt2_config_for_depth(int depth, NormMode mode, int vocab_size, int max_seq_len) {
     if (depth < 1 || depth > 128) { fatal("model depth %d out of range (d1 .. d128)", depth); }
     GPT2Config c;
     c.max_seq_len = max_seq_len;
@@ -65,7 +65,7 @@ static GPT2Config gpt2_config_for_depth(int depth, NormMode mode, int vocab_size
 }
 
 // c_l = sqrt(2 (l + 1)): how much the Post-Norm stream X scales down block l's output
-static float siamese_scale(int layer) { return sqrtf(2.0f * (float)(layer + 1)); }
+static inline float siamese_scale(int layer) { return sqrtf(2.0f * (float)(layer + 1)); }
 
 // ----------------------------------------------------------------------------
 // the parameter layout
@@ -86,7 +86,7 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
 };
 
 // number of floats in each parameter tensor
-static void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
+static inline void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
     size_t S = cfg->norm_mode == NORM_SIAMESE ? 1 : 0;  // siamese-only tensors exist or are empty
     size_t v[NUM_PARAMETER_TENSORS] = {
@@ -98,7 +98,7 @@ static void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Conf
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { sizes[i] = v[i]; }
 }
 
-static size_t count_parameters(const GPT2Config* cfg) {
+static inline size_t count_parameters(const GPT2Config* cfg) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     fill_param_sizes(sizes, cfg);
     size_t n = 0;
@@ -107,12 +107,12 @@ static size_t count_parameters(const GPT2Config* cfg) {
 }
 
 // AdamW weight decay applies to the matrices and embeddings, not to biases and LayerNorms
-static int param_tensor_decays(int i) {
+static inline int param_tensor_decays(int i) {
     return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
 }
 
 // is this a LayerNorm weight (initialised to 1)?
-static int param_tensor_is_ln_weight(int i) {
+static inline int param_tensor_is_ln_weight(int i) {
     return i == P_LNX1W || i == P_LNY1W || i == P_LN1W || i == P_LNX2W || i == P_LNY2W || i == P_LN2W ||
            i == P_LNFXW || i == P_LNFYW || i == P_LNFW;
 }
@@ -122,7 +122,7 @@ static int param_tensor_is_ln_weight(int i) {
 // the two residual output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1, bias 0.
 // The padded vocabulary rows of wte are 0 (they are never used as inputs nor as targets).
 
-static void params_init_fresh(float* params, const GPT2Config* cfg, uint64_t seed) {
+static inline void params_init_fresh(float* params, const GPT2Config* cfg, uint64_t seed) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     fill_param_sizes(sizes, cfg);
     uint64_t rng = seed ? seed : 1;
@@ -150,7 +150,7 @@ static void params_init_fresh(float* params, const GPT2Config* cfg, uint64_t see
 // reading and writing checkpoints
 
 // checks every header field; `path` names the file in the error
-static GPT2Config checkpoint_config_from_header(const int header[256], const char* path) {
+static inline GPT2Config checkpoint_config_from_header(const int header[256], const char* path) {
     if (header[0] != MODEL_MAGIC) { fatal("%s is not a model checkpoint (bad magic %d)", path, header[0]); }
     if (header[1] != MODEL_VERSION) { fatal("%s: unsupported checkpoint version %d (expected %d)", path, header[1], MODEL_VERSION); }
     GPT2Config c;
@@ -173,7 +173,7 @@ static GPT2Config checkpoint_config_from_header(const int header[256], const cha
 }
 
 // opens a checkpoint, validates header and size, returns the config; the file is positioned at the parameters
-static FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
+static inline FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
     FILE* f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
     if (size < 1024) { fatal("%s: file is truncated (%ld bytes, smaller than the header)", path, size); }
@@ -188,7 +188,7 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
 }
 
 // writes header + parameters atomically (temporary file, fsync, rename)
-static void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
+static inline void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
     int header[256];
     memset(header, 0, sizeof(header));
     header[0] = MODEL_MAGIC;

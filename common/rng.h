@@ -9,7 +9,7 @@ on the CPU and on the GPU (initialisation happens on the host).
 #include <math.h>
 #include <stdint.h>
 
-static uint32_t random_u32(uint64_t* state) {
+static inline uint32_t random_u32(uint64_t* state) {
     *state ^= *state >> 12;
     *state ^= *state << 25;
     *state ^= *state >> 27;
@@ -17,10 +17,10 @@ static uint32_t random_u32(uint64_t* state) {
 }
 
 // uniform in [0, 1)
-static float random_f32(uint64_t* state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
+static inline float random_f32(uint64_t* state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
 
 // fills out[0..n) with N(0, std^2) samples (Box-Muller, two samples per pair of uniforms)
-static void random_normal(float* out, size_t n, float std, uint64_t* state) {
+static inline void random_normal(float* out, size_t n, float std, uint64_t* state) {
     for (size_t i = 0; i < n; i += 2) {
         double u1 = ((double)random_u32(state) + 1.0) / 4294967296.0;  // (0, 1]: log is finite
         double u2 = (double)random_u32(state) / 4294967296.0;
@@ -31,7 +31,7 @@ static void random_normal(float* out, size_t n, float std, uint64_t* state) {
 }
 
 // samples an index from a probability vector of length n, given a uniform coin in [0, 1)
-static int sample_from_probs(const float* probs, int n, float coin) {
+static inline int sample_from_probs(const float* probs, int n, float coin) {
     float cdf = 0.0f;
     for (int i = 0; i < n; i++) {
         cdf += probs[i];

@@ -121,6 +121,13 @@ static inline void tokenizer_init(Tokenizer* t, const char* path) {
     t->loaded = 1;
 }
 
+// the token that starts a sample: end-of-text (a document boundary), from the tokenizer file when
+// there is one, else GPT-2's 50256 when the vocabulary has it, else 0
+static inline int tokenizer_prompt_token(const Tokenizer* t, int vocab_size) {
+    if (t->loaded && t->eot_token < vocab_size) { return t->eot_token; }
+    return vocab_size > 50256 ? 50256 : 0;
+}
+
 static inline void tokenizer_free(Tokenizer* t) {
     free(t->bytes);
     free(t->offsets);

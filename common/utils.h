@@ -25,8 +25,8 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 // ----------------------------------------------------------------------------
 // fatal errors: one line, non-zero exit
 
-static void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void fatal(const char* fmt, ...) {
+static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static inline void fatal(const char* fmt, ...) {
     fflush(stdout);
     va_list args;
     va_start(args, fmt);
@@ -40,13 +40,13 @@ static void fatal(const char* fmt, ...) {
 // ----------------------------------------------------------------------------
 // checked allocation
 
-static void* malloc_check(size_t size, const char* what) {
+static inline void* malloc_check(size_t size, const char* what) {
     void* ptr = malloc(size > 0 ? size : 1);
     if (ptr == NULL) { fatal("out of memory allocating %zu bytes for %s", size, what); }
     return ptr;
 }
 
-static void* calloc_check(size_t count, size_t size, const char* what) {
+static inline void* calloc_check(size_t count, size_t size, const char* what) {
     void* ptr = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
     if (ptr == NULL) { fatal("out of memory allocating %zu x %zu bytes for %s", count, size, what); }
     return ptr;
@@ -55,13 +55,13 @@ static void* calloc_check(size_t count, size_t size, const char* what) {
 // ----------------------------------------------------------------------------
 // checked file reading: every failure names the file
 
-static FILE* fopen_check(const char* path, const char* mode) {
+static inline FILE* fopen_check(const char* path, const char* mode) {
     FILE* f = fopen(path, mode);
     if (f == NULL) { fatal("cannot open %s: %s", path, strerror(errno)); }
     return f;
 }
 
-static void fread_check(void* ptr, size_t size, size_t count, FILE* f, const char* path) {
+static inline void fread_check(void* ptr, size_t size, size_t count, FILE* f, const char* path) {
     size_t got = fread(ptr, size, count, f);
     if (got != count) {
         if (ferror(f)) { fatal("%s: read failed: %s", path, strerror(errno)); }
@@ -69,12 +69,12 @@ static void fread_check(void* ptr, size_t size, size_t count, FILE* f, const cha
     }
 }
 
-static void fseek_check(FILE* f, long offset, int whence, const char* path) {
+static inline void fseek_check(FILE* f, long offset, int whence, const char* path) {
     if (fseek(f, offset, whence) != 0) { fatal("%s: seek failed: %s", path, strerror(errno)); }
 }
 
 // size of an open file in bytes (leaves the position at the start)
-static long file_size_check(FILE* f, const char* path) {
+static inline long file_size_check(FILE* f, const char* path) {
     fseek_check(f, 0, SEEK_END, path);
     long size = ftell(f);
     if (size < 0) { fatal("%s: cannot determine file size", path); }
@@ -82,7 +82,7 @@ static long file_size_check(FILE* f, const char* path) {
     return size;
 }
 
-static int file_exists(const char* path) {
+static inline int file_exists(const char* path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
@@ -97,7 +97,7 @@ typedef struct {
     char tmp_path[1040];
 } AtomicFile;
 
-static void atomic_open(AtomicFile* af, const char* path) {
+static inline void atomic_open(AtomicFile* af, const char* path) {
     if (strlen(path) >= sizeof(af->path)) { fatal("output path too long: %s", path); }
     strcpy(af->path, path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
@@ -106,7 +106,7 @@ static void atomic_open(AtomicFile* af, const char* path) {
 }
 
 // on failure the temporary file is removed and the previous <path> is left as it was
-static void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t count) {
+static inline void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t count) {
     if (count > 0 && fwrite(ptr, size, count, af->f) != count) {
         int err = errno;
         fclose(af->f);
@@ -115,7 +115,7 @@ static void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t co
     }
 }
 
-static void atomic_commit(AtomicFile* af) {
+static inline void atomic_commit(AtomicFile* af) {
     int ok = fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
     int err = errno;
     ok = (fclose(af->f) == 0) && ok;
@@ -141,7 +141,7 @@ static void atomic_commit(AtomicFile* af) {
 // directories
 
 // create the folder (one level) if needed and check that we can write into it
-static void ensure_writable_dir(const char* dir) {
+static inline void ensure_writable_dir(const char* dir) {
     struct stat st;
     if (stat(dir, &st) != 0) {
         if (mkdir(dir, 0755) != 0) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
