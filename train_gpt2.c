@@ -907,6 +907,7 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 // ============================================================================
 #include "common/dataloader.h"
 #include "common/logger.h"
+#include "common/state.h"
 #include "common/tokenizer.h"
 
 static double now_seconds(void) {
@@ -952,15 +953,60 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     free(seq);
 }
 
+// A debugging aid for the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS="3,5-9" makes the
+// gradients of those (1-based) steps NaN, as an overflow in a real run would.
+static int nan_injected_at(int step) {
+    const char* spec = getenv("TRAIN_GPT2_NAN_STEPS");
+    while (spec && *spec) {
+        char* end;
+        long lo = strtol(spec, &end, 10), hi = lo;
+        if (end == spec) { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
+        if (*end == '-') { spec = end + 1; hi = strtol(spec, &end, 10); }
+        if (step >= lo && step <= hi) { return 1; }
+        spec = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
+    }
+    return 0;
+}
+
+// writes the checkpoint pair of `st->step` (state first, model second: common/state.h)
+static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st) {
+    char model_path[1100], state_path[1100];
+    checkpoint_paths(a->output_dir, st->step, model_path, state_path, sizeof(model_path));
+    state_write(state_path, st, m->m_memory, m->v_memory);
+    checkpoint_write(model_path, &m->config, m->params_memory);
+    remove_old_checkpoints(a->output_dir, a->keep_checkpoints);
+    printf("wrote %s and %s\n", model_path, state_path);
+}
+
 int main(int argc, char** argv) {
     TrainArgs args = args_defaults();
     args_parse(&args, argc, argv);
-    if (args.resume) { fatal("-y 1: resuming needs the full training state, which this build does not write yet"); }
+    int have_output = args.output_dir[0] != '\0';
 
-    // the model: a checkpoint, or a fresh dN
+    // the output folder: resume from it, or refuse to overwrite an earlier run in it
+    int resume_step = -1;
+    if (have_output) {
+        ensure_writable_dir(args.output_dir);
+        char log_path[1100];
+        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
+        int latest = latest_checkpoint(args.output_dir);
+        if (args.resume) {
+            resume_step = latest;
+            if (latest < 0) { printf("note: no complete checkpoint in %s to resume from; starting fresh\n", args.output_dir); }
+        } else if (latest >= 0 || file_exists(log_path)) {
+            fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", args.output_dir);
+        }
+    }
+
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
     GPT2 model;
+    char model_path[1100], state_path[1100];
     int depth = args_fresh_depth(args.init);
-    if (depth > 0) {
+    if (resume_step >= 0) {
+        checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
+        gpt2_build_from_checkpoint(&model, model_path);
+    } else if (depth > 0) {
         GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
         gpt2_build_fresh(&model, &cfg, args.seed);
     } else {
@@ -982,18 +1028,6 @@ int main(int argc, char** argv) {
     tokenizer_init(&tokenizer, tok_path);
     if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
 
-    // the output folder: refuse to overwrite an earlier run
-    if (args.output_dir[0] != '\0') {
-        ensure_writable_dir(args.output_dir);
-        char log_path[1100];
-        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
-        if (file_exists(log_path)) {
-            fatal("%s already holds a run (%s); choose another -o folder", args.output_dir, log_path);
-        }
-    }
-    Logger logger;
-    logger_init(&logger, args.output_dir, 0);
-
     int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
@@ -1009,26 +1043,49 @@ int main(int argc, char** argv) {
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
            4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
 
-    uint64_t sample_rng = args.seed;
-    for (int step = 0; step <= args.max_steps; step++) {
+    // the training state: fresh, or read back with the optimizer moments and the data position
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.num_parameters = (long)model.num_parameters;
+    st.sample_rng = args.seed;
+    if (resume_step >= 0) {
+        state_read(state_path, &st, model.m_memory, model.v_memory, model.num_parameters);
+        if (st.step != resume_step) { fatal("%s says step %d, its name says %d", state_path, st.step, resume_step); }
+        dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
+        printf("resumed from %s at step %d\n", model_path, st.step);
+        if (st.step >= args.max_steps) {
+            printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
+            return 0;
+        }
+    }
+    st.B = args.B;
+    st.T = args.T;
+    st.total_batch = args.total_batch;
+    Logger logger;
+    logger_init(&logger, args.output_dir, args.resume);
+
+    for (int step = st.step; step <= args.max_steps; step++) {
         int last = step == args.max_steps;
-        if (have_val && (step % args.val_every == 0 || last)) {
-            float val_loss = evaluate(&model, &val_loader, args.val_batches);
-            printf("val loss %.6f\n", val_loss);
-            logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
-        }
-        if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
-            sample_text(&model, &tokenizer, args.gen_tokens, &sample_rng);
-        }
-        if (args.output_dir[0] != '\0' && step > 0 &&
-            (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
-            char path[1100];
-            snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, step);
-            checkpoint_write(path, cfg, model.params_memory);
-            printf("wrote %s\n", path);
+        // at the step we resumed from, evaluation, sampling and the checkpoint already happened
+        if (step != resume_step) {
+            if (have_val && (step % args.val_every == 0 || last)) {
+                float val_loss = evaluate(&model, &val_loader, args.val_batches);
+                printf("val loss %.6f\n", val_loss);
+                logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+            }
+            if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
+                sample_text(&model, &tokenizer, args.gen_tokens, &st.sample_rng);
+            }
+            if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
+                st.step = step;
+                st.shard_index = train_loader.shard_index;
+                st.shard_offset = train_loader.shard_offset;
+                write_checkpoint(&args, &model, &st);
+            }
         }
         if (last) { break; }
 
+        // one optimizer step: grad_accum micro-batches, then clip and AdamW
         double t0 = now_seconds();
         gpt2_zero_grad(&model);
         double loss = 0.0;
@@ -1038,15 +1095,35 @@ int main(int argc, char** argv) {
             gpt2_backward(&model, 1.0f / grad_accum);
             loss += model.mean_loss / grad_accum;
         }
+        if (nan_injected_at(step + 1)) { model.grads_memory[0] = NAN; }
         float norm = gpt2_grad_norm(&model);
         float lr = learning_rate_at(&args, step);
-        gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip), step + 1);
         double ms = (now_seconds() - t0) * 1000.0;
-        double tok_s = args.total_batch / (ms / 1000.0);
-        printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s\n", step + 1, args.max_steps, loss,
-               norm, lr, ms, tok_s);
-        logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f", step + 1, loss, norm,
-                    lr, ms, tok_s);
+        if (isfinite(loss) && isfinite(norm)) {
+            st.nonfinite_in_a_row = 0;
+            st.updates++;
+            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip),
+                        st.updates);
+            ms = (now_seconds() - t0) * 1000.0;
+            double tok_s = args.total_batch / (ms / 1000.0);
+            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s\n", step + 1, args.max_steps,
+                   loss, norm, lr, ms, tok_s);
+            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f", step + 1, loss,
+                        norm, lr, ms, tok_s);
+        } else {
+            // a NaN or Inf: skip the update (the weights stay as they were); several in a row stop the run
+            st.nonfinite_in_a_row++;
+            printf("step %d/%d | loss %.6f | norm %.4f | non-finite: update skipped (%d in a row)\n", step + 1,
+                   args.max_steps, loss, norm, st.nonfinite_in_a_row);
+            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f skipped=1", step + 1, loss, norm);
+            if (st.nonfinite_in_a_row >= MAX_NONFINITE_STEPS) {
+                int good = have_output ? latest_checkpoint(args.output_dir) : -1;
+                char where[1100] = "none was written";
+                if (good >= 0) { checkpoint_paths(args.output_dir, good, where, NULL, sizeof(where)); }
+                fatal("%d non-finite steps in a row, stopping at step %d; last good checkpoint: %s",
+                      st.nonfinite_in_a_row, step + 1, where);
+            }
+        }
     }
 
     logger_free(&logger);

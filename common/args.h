@@ -12,6 +12,9 @@ model (T against its maximum sequence length) happen once the model is known: ar
 #include <limits.h>
 #include "params.h"
 
+// a run stops after this many consecutive steps with a non-finite loss or gradient norm
+#define MAX_NONFINITE_STEPS 5
+
 typedef struct {
     const char* train_pattern;  // -i  training token shards (glob)
     const char* val_pattern;    // -j  validation token shards (glob), "" = no validation
@@ -32,6 +35,7 @@ typedef struct {
     int gen_tokens;             // -g  tokens to generate when sampling
     int checkpoint_every;       // -n  checkpoint every N steps (and at the end), 0 = only at the end
     int resume;                 // -y  1 = resume from the newest checkpoint in -o
+    int keep_checkpoints;       // -nk keep only the newest N checkpoints, 0 = keep all
     float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
     unsigned long long seed;    //     seed of fresh initialisation and sampling
 } TrainArgs;
@@ -58,6 +62,7 @@ static inline TrainArgs args_defaults(void) {
     a.gen_tokens = 64;
     a.checkpoint_every = 0;
     a.resume = 0;
+    a.keep_checkpoints = 0;
     a.grad_clip = 1.0f;
     a.seed = 1337;
     return a;
@@ -86,26 +91,27 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
     printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
     printf("  -n <int>    checkpoint every N steps (and at the end), 0 = only at the end [%d]\n", d->checkpoint_every);
-    printf("  -y <0|1>    resume from the newest checkpoint in -o [%d]\n", d->resume);
+    printf("  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n", d->resume);
+    printf("  -nk <int>   keep only the newest N checkpoints, 0 = keep all [%d]\n", d->keep_checkpoints);
     printf("  -h          this help\n");
 }
 
 // strict parsing: the whole string must be a number in [lo, hi]
-static inline long parse_long_flag(char flag, const char* s, long lo, long hi) {
+static inline long parse_long_flag(const char* flag, const char* s, long lo, long hi) {
     char* end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { fatal("-%c expects an integer, got '%s'", flag, s); }
-    if (v < lo || v > hi) { fatal("-%c %ld is out of range [%ld, %ld]", flag, v, lo, hi); }
+    if (errno != 0 || end == s || *end != '\0') { fatal("%s expects an integer, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("%s %ld is out of range [%ld, %ld]", flag, v, lo, hi); }
     return v;
 }
 
-static inline float parse_float_flag(char flag, const char* s, double lo, double hi) {
+static inline float parse_float_flag(const char* flag, const char* s, double lo, double hi) {
     char* end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) { fatal("-%c expects a number, got '%s'", flag, s); }
-    if (v < lo || v > hi) { fatal("-%c %g is out of range [%g, %g]", flag, v, lo, hi); }
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) { fatal("%s expects a number, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("%s %g is out of range [%g, %g]", flag, v, lo, hi); }
     return (float)v;
 }
 
@@ -115,9 +121,11 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const char* flag = argv[i];
         if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) { args_usage(argv[0], &defaults); exit(0); }
-        if (flag[0] != '-' || strlen(flag) != 2) { fatal("unexpected argument '%s' (see -h)", flag); }
+        if (flag[0] != '-' || strlen(flag) < 2) { fatal("unexpected argument '%s' (see -h)", flag); }
         if (i + 1 >= argc) { fatal("flag %s needs a value (see -h)", flag); }
         const char* v = argv[++i];
+        if (strcmp(flag, "-nk") == 0) { a->keep_checkpoints = (int)parse_long_flag(flag, v, 0, INT_MAX); continue; }
+        if (strlen(flag) != 2) { fatal("unknown flag %s (see -h)", flag); }
         char c = flag[1];
         switch (c) {
             case 'i': a->train_pattern = v; break;
@@ -125,24 +133,25 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'e': a->init = v; break;
             case 'N': norm_mode_from_name(v); a->norm_mode = v; break;
             case 'o': a->output_dir = v; break;
-            case 'b': a->B = (int)parse_long_flag(c, v, 1, 1 << 16); break;
-            case 't': a->T = (int)parse_long_flag(c, v, 1, 1 << 20); break;
-            case 'd': a->total_batch = parse_long_flag(c, v, -1, 1L << 40); break;
-            case 'l': a->learning_rate = parse_float_flag(c, v, 0.0, 10.0); break;
-            case 'u': a->warmup_steps = (int)parse_long_flag(c, v, 0, INT_MAX); break;
-            case 'q': a->final_lr_frac = parse_float_flag(c, v, 0.0, 1.0); break;
-            case 'c': a->weight_decay = parse_float_flag(c, v, 0.0, 10.0); break;
-            case 'x': a->max_steps = (int)parse_long_flag(c, v, 1, INT_MAX); break;
-            case 'v': a->val_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
-            case 'm': a->val_batches = (int)parse_long_flag(c, v, 1, INT_MAX); break;
-            case 's': a->sample_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
-            case 'g': a->gen_tokens = (int)parse_long_flag(c, v, 0, 1 << 20); break;
-            case 'n': a->checkpoint_every = (int)parse_long_flag(c, v, 0, INT_MAX); break;
-            case 'y': a->resume = (int)parse_long_flag(c, v, 0, 1); break;
+            case 'b': a->B = (int)parse_long_flag(flag, v, 1, 1 << 16); break;
+            case 't': a->T = (int)parse_long_flag(flag, v, 1, 1 << 20); break;
+            case 'd': a->total_batch = parse_long_flag(flag, v, -1, 1L << 40); break;
+            case 'l': a->learning_rate = parse_float_flag(flag, v, 0.0, 10.0); break;
+            case 'u': a->warmup_steps = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
+            case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
+            case 'c': a->weight_decay = parse_float_flag(flag, v, 0.0, 10.0); break;
+            case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
+            case 'v': a->val_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
+            case 'm': a->val_batches = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
+            case 's': a->sample_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
+            case 'g': a->gen_tokens = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
+            case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
+            case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }
     long bt = (long)a->B * a->T;
+    if (bt > (1L << 24)) { fatal("micro-batch B*T = %ld tokens is too large (at most %ld)", bt, 1L << 24); }
     if (a->total_batch == -1) { a->total_batch = bt; }
     if (a->total_batch == 0 || a->total_batch % bt != 0) {
         fatal("total batch -d %ld must be a positive multiple of B*T = %d*%d = %ld", a->total_batch, a->B, a->T, bt);
@@ -164,7 +173,7 @@ static inline int args_fresh_depth(const char* init) {
         if (*p < '0' || *p > '9') { return 0; }
     }
     if (file_exists(init)) { return 0; }  // a file named like "d12" is a checkpoint
-    return (int)parse_long_flag('e', init + 1, 1, 128);
+    return (int)parse_long_flag("-e d", init + 1, 1, 128);
 }
 
 // ----------------------------------------------------------------------------
