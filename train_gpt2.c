@@ -261,18 +261,187 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 
 // ----------------------------------------------------------------------------
 // matmul: out[BT][OC] = inp[BT][C] . weight[OC][C]^T + bias[OC]   (weight is (out, in) like nn.Linear)
+//
+// The matmuls are ~95% of the work, so they are the one place this file is written for speed.
+// Two register-tiled kernels do all of it, written with GCC/Clang vector extensions (a `vecf` is
+// VW floats: one AVX-512 register where the CPU has it, otherwise the compiler splits it):
+//
+//   dot tile   (forward)   a 4x4 block of outputs out[m][n] = sum_k inp[m][k] w[n][k]. The 16
+//              accumulators are vectors along k; each step loads 4 rows of inp and 4 rows of w
+//              (8 loads) for 16 fused multiply-adds; at the end each accumulator is summed across
+//              its lanes. inp and w rows are both contiguous in k, so nothing is transposed.
+//   axpy tile  (backward)  an MR x (NV*VW) block of C[m][n] += sum_k A[m][k] B[k][n], with B rows
+//              contiguous in n: each k broadcasts MR scalars of A and loads NV vectors of B, for
+//              MR*NV fused multiply-adds into accumulators that stay in registers. A is read
+//              through strides, so one kernel does both dinp += dout . W (A = dout) and
+//              dW += dout^T . inp (A = dout transposed, read in place).
+//
+// The work is split between threads by OUTPUT blocks only, and every output sums its k terms in
+// the same fixed order (k blocks of KC, in order), so results do not depend on the thread count.
+
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
+
+static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); return v; }
+static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
+// the sum of the VW lanes, by halving: (lanes 0..7 + lanes 8..15), then 0..3 + 4..7, ...
+static inline float vec_sum(vecf v) {
+#if VW == 16
+    typedef float half8 __attribute__((vector_size(32)));
+    half8 h8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    typedef float half8 __attribute__((vector_size(32)));
+    half8 h8 = v;
+#endif
+    typedef float half4 __attribute__((vector_size(16)));
+    half4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) + __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+#define DOT_M 6  // rows of inp per dot tile
+#define DOT_N 4  // rows of weight per dot tile
+
+// out[m][n] = inp[m] . w[n] + bias[n] for m < RM, n < RN (RM, RN are constants after inlining)
+static inline __attribute__((always_inline)) void dot_tile(float* out, size_t ldo, const float* inp, const float* w,
+                                                           const float* bias, int K, const int RM, const int RN) {
+    vecf acc[DOT_M][DOT_N];
+    for (int r = 0; r < RM; r++) { for (int n = 0; n < RN; n++) { acc[r][n] = (vecf){0}; } }
+    int k = 0;
+    for (; k + VW <= K; k += VW) {
+        vecf a[DOT_M];
+        for (int r = 0; r < RM; r++) { a[r] = vec_load(inp + (size_t)r * K + k); }
+        for (int n = 0; n < RN; n++) {
+            vecf b = vec_load(w + (size_t)n * K + k);
+            for (int r = 0; r < RM; r++) { acc[r][n] += a[r] * b; }
+        }
+    }
+    for (int r = 0; r < RM; r++) {
+        for (int n = 0; n < RN; n++) {
+            float s = vec_sum(acc[r][n]);
+            for (int kk = k; kk < K; kk++) { s += inp[(size_t)r * K + kk] * w[(size_t)n * K + kk]; }  // K % VW tail
+            out[(size_t)r * ldo + n] = s + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+// a dot tile of any size up to DOT_M x DOT_N: the switch gives each shape its own unrolled copy
+static void dot_tile_any(float* out, size_t ldo, const float* inp, const float* w, const float* bias, int K, int rm,
+                         int rn) {
+#define DOT_CASE_N(RM_)                                                    \
+    switch (rn) {                                                          \
+        case 1: dot_tile(out, ldo, inp, w, bias, K, RM_, 1); break;        \
+        case 2: dot_tile(out, ldo, inp, w, bias, K, RM_, 2); break;        \
+        case 3: dot_tile(out, ldo, inp, w, bias, K, RM_, 3); break;        \
+        default: dot_tile(out, ldo, inp, w, bias, K, RM_, 4); break;       \
+    }
+    switch (rm) {
+        case 1: DOT_CASE_N(1); break;
+        case 2: DOT_CASE_N(2); break;
+        case 3: DOT_CASE_N(3); break;
+        case 4: DOT_CASE_N(4); break;
+        case 5: DOT_CASE_N(5); break;
+        default: DOT_CASE_N(6); break;
+    }
+#undef DOT_CASE_N
+}
 
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
-    #pragma omp parallel for collapse(2)
-    for (int bt = 0; bt < BT; bt++) {
-        for (int o = 0; o < OC; o++) {
-            const float* x = inp + (size_t)bt * C;
-            const float* w = weight + (size_t)o * C;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+ : sum)
-            for (int i = 0; i < C; i++) { sum += x[i] * w[i]; }
-            out[(size_t)bt * OC + o] = sum + (bias ? bias[o] : 0.0f);
+    // threads take blocks of 64 weight rows (a few hundred KB that stay in cache) x all of inp
+    const int NB = 64;
+    int n_blocks = (OC + NB - 1) / NB, m_blocks = (BT + 63) / 64;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int nb = 0; nb < n_blocks; nb++) {
+        for (int mb = 0; mb < m_blocks; mb++) {
+            int n_end = nb * NB + NB < OC ? nb * NB + NB : OC;
+            int m_end = mb * 64 + 64 < BT ? mb * 64 + 64 : BT;
+            for (int m = mb * 64; m < m_end; m += DOT_M) {
+                int rm = m_end - m < DOT_M ? m_end - m : DOT_M;
+                for (int n = nb * NB; n < n_end; n += DOT_N) {
+                    int rn = n_end - n < DOT_N ? n_end - n : DOT_N;
+                    dot_tile_any(out + (size_t)m * OC + n, OC, inp + (size_t)m * C, weight + (size_t)n * C,
+                                 bias ? bias + n : NULL, C, rm, rn);
+                }
+            }
+        }
+    }
+}
+
+#define AXPY_MR 6                    // rows of C per axpy tile
+#define AXPY_NV (VW == 16 ? 4 : 2)   // vectors of C per row (24 or 12 accumulators)
+#define AXPY_NR (AXPY_NV * VW)       // columns of C per tile
+#define AXPY_KC 128                  // k block: a KC x NR panel of B is reused by every row tile
+
+// C[m][n] += sum_{k < K} A[m * a_m + k * a_k] B[k * ldb + n] for m < RM, n < NV * VW
+static inline __attribute__((always_inline)) void axpy_tile(float* c, size_t ldc, const float* a, size_t a_m,
+                                                            size_t a_k, const float* b, size_t ldb, int K,
+                                                            const int RM, const int NV) {
+    vecf acc[AXPY_MR][AXPY_NV];
+    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { acc[r][v] = vec_load(c + r * ldc + v * VW); } }
+    for (int k = 0; k < K; k++) {
+        vecf bv[AXPY_NV];
+        for (int v = 0; v < NV; v++) { bv[v] = vec_load(b + (size_t)k * ldb + v * VW); }
+        for (int r = 0; r < RM; r++) {
+            float s = a[r * a_m + (size_t)k * a_k];
+            for (int v = 0; v < NV; v++) { acc[r][v] += s * bv[v]; }
+        }
+    }
+    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { vec_store(c + r * ldc + v * VW, acc[r][v]); } }
+}
+
+static void axpy_tile_any(float* c, size_t ldc, const float* a, size_t a_m, size_t a_k, const float* b, size_t ldb,
+                          int K, int rm, int nv) {
+#define AXPY_CASE_V(RM_)                                                        \
+    switch (nv) {                                                               \
+        case 1: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, 1); break;        \
+        case 2: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, 2); break;        \
+        case 3: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, AXPY_NV < 3 ? AXPY_NV : 3); break; \
+        default: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, AXPY_NV); break; \
+    }
+    switch (rm) {
+        case 1: AXPY_CASE_V(1); break;
+        case 2: AXPY_CASE_V(2); break;
+        case 3: AXPY_CASE_V(3); break;
+        case 4: AXPY_CASE_V(4); break;
+        case 5: AXPY_CASE_V(5); break;
+        default: AXPY_CASE_V(6); break;
+    }
+#undef AXPY_CASE_V
+}
+
+// C[M][N] += A[M][K] . B[K][N], A read as A[m * a_m + k * a_k], B and C row-major (ldb, ldc = N)
+static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, int M, int N, int K) {
+    const int MB = 16 * AXPY_MR;  // rows of C per thread task
+    int m_blocks = (M + MB - 1) / MB, n_blocks = (N + AXPY_NR - 1) / AXPY_NR;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int mb = 0; mb < m_blocks; mb++) {
+        for (int nb = 0; nb < n_blocks; nb++) {
+            int m_end = mb * MB + MB < M ? mb * MB + MB : M;
+            int n0 = nb * AXPY_NR, n_end = n0 + AXPY_NR < N ? n0 + AXPY_NR : N;
+            int nv = (n_end - n0) / VW;  // whole vectors; a last N % VW columns are done by hand below
+            float panel[AXPY_KC * AXPY_NR];  // B[k0 : k0+kc][n0 : n0+nv*VW], packed contiguously
+            for (int k0 = 0; k0 < K; k0 += AXPY_KC) {
+                int kc = K - k0 < AXPY_KC ? K - k0 : AXPY_KC;
+                for (int k = 0; k < kc; k++) { memcpy(panel + (size_t)k * nv * VW, b + (size_t)(k0 + k) * N + n0, nv * VW * sizeof(float)); }
+                for (int m = mb * MB; m < m_end; m += AXPY_MR) {
+                    int rm = m_end - m < AXPY_MR ? m_end - m : AXPY_MR;
+                    const float* ak = a + (size_t)m * a_m + (size_t)k0 * a_k;
+                    if (nv > 0) {
+                        axpy_tile_any(c + (size_t)m * N + n0, N, ak, a_m, a_k, panel, (size_t)nv * VW, kc, rm, nv);
+                    }
+                    for (int r = 0; r < rm; r++) {
+                        for (int n = n0 + nv * VW; n < n_end; n++) {
+                            float s = c[(size_t)(m + r) * N + n];
+                            for (int k = 0; k < kc; k++) { s += ak[r * a_m + (size_t)k * a_k] * b[(size_t)(k0 + k) * N + n]; }
+                            c[(size_t)(m + r) * N + n] = s;
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -280,26 +449,15 @@ static void matmul_forward(float* out, const float* inp, const float* weight, co
 // dinp += dout . weight;  dweight += dout^T . inp;  dbias += column sums of dout
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    #pragma omp parallel for
-    for (int bt = 0; bt < BT; bt++) {
-        float* di = dinp + (size_t)bt * C;
+    matmul_accumulate(dinp, dout, OC, 1, weight, BT, C, OC);     // A = dout (BT, OC), B = weight (OC, C)
+    matmul_accumulate(dweight, dout, 1, OC, inp, OC, C, BT);     // A = dout^T (OC, BT), B = inp (BT, C)
+    if (dbias) {
+        #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
-            float d = dout[(size_t)bt * OC + o];
-            const float* w = weight + (size_t)o * C;
-            for (int i = 0; i < C; i++) { di[i] += d * w[i]; }
+            float db = 0.0f;
+            for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
+            dbias[o] += db;
         }
-    }
-    #pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float* dw = dweight + (size_t)o * C;
-        float db = 0.0f;
-        for (int bt = 0; bt < BT; bt++) {
-            float d = dout[(size_t)bt * OC + o];
-            const float* x = inp + (size_t)bt * C;
-            for (int i = 0; i < C; i++) { dw[i] += d * x[i]; }
-            db += d;
-        }
-        if (dbias) { dbias[o] += db; }
     }
 }
 
