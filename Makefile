@@ -18,7 +18,7 @@ endif
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity clean
+.PHONY: all test test-parity test-corrupt clean
 
 all: train_gpt2 test_gpt2
 
@@ -32,9 +32,13 @@ test_gpt2: test_gpt2.c train_gpt2.c $(COMMON_HEADERS)
 test-parity: test_gpt2
 	./test_gpt2
 
+# the parity test must fail on damaged dumps
+test-corrupt: test_gpt2
+	bash tests/test_corrupt_dump.sh ./test_gpt2
+
 -include tests/tests.mk
 
-test: test-parity test-data
+test: test-parity test-corrupt test-data
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
