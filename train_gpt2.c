@@ -1138,6 +1138,7 @@ static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st) 
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
     TrainArgs args = args_defaults();
     args_parse(&args, argc, argv);
     int have_output = args.output_dir[0] != '\0';
