@@ -351,15 +351,16 @@ static void dot_tile_any(float* out, size_t ldo, const float* inp, const float* 
 
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
-    // threads take blocks of 64 weight rows (a few hundred KB that stay in cache) x all of inp
-    const int NB = 64;
-    int n_blocks = (OC + NB - 1) / NB, m_blocks = (BT + 63) / 64;
+    // A task is 64 weight rows (in L2) x up to 258 rows of inp. Within it, each 6 rows of inp (in
+    // L1) meet all 64 weight rows, so the weights, the big operand, stream from memory once.
+    enum { NB = 64, MB = 43 * DOT_M };
+    int n_blocks = (OC + NB - 1) / NB, m_blocks = (BT + MB - 1) / MB;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int nb = 0; nb < n_blocks; nb++) {
         for (int mb = 0; mb < m_blocks; mb++) {
             int n_end = nb * NB + NB < OC ? nb * NB + NB : OC;
-            int m_end = mb * 64 + 64 < BT ? mb * 64 + 64 : BT;
-            for (int m = mb * 64; m < m_end; m += DOT_M) {
+            int m_end = mb * MB + MB < BT ? mb * MB + MB : BT;
+            for (int m = mb * MB; m < m_end; m += DOT_M) {
                 int rm = m_end - m < DOT_M ? m_end - m : DOT_M;
                 for (int n = nb * NB; n < n_end; n += DOT_N) {
                     int rn = n_end - n < DOT_N ? n_end - n : DOT_N;
@@ -413,31 +414,50 @@ static void axpy_tile_any(float* c, size_t ldc, const float* a, size_t a_m, size
 #undef AXPY_CASE_V
 }
 
-// C[M][N] += A[M][K] . B[K][N], A read as A[m * a_m + k * a_k], B and C row-major (ldb, ldc = N)
+// C[M][N] += A[M][K] . B[K][N], A read as A[m * a_m + k * a_k], B and C row-major (ldb, ldc = N).
+// The blocking keeps each operand in the cache level where it is reused (the GotoBLAS scheme):
+//   a thread task owns an (up to) 252 x 384 block of C and walks k in blocks of KC;
+//   per k block it copies its KC x 252 block of A into a contiguous buffer, k-major (it stays in
+//   L2 and is used by all 6 column panels), then per column panel the KC x 64 panel of B (it
+//   stays in L1 and is used by all 42 row tiles);
+//   the axpy tiles read only these two buffers.
+// The copies also cure the access patterns of the callers: rows of B are far apart in memory,
+// and A = dout^T is read down its columns, a new page for every k.
+enum { AXPY_MB = 42 * AXPY_MR, AXPY_NB = 6 * AXPY_NR };
+
 static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, int M, int N, int K) {
-    const int MB = 16 * AXPY_MR;  // rows of C per thread task
-    int m_blocks = (M + MB - 1) / MB, n_blocks = (N + AXPY_NR - 1) / AXPY_NR;
+    int m_blocks = (M + AXPY_MB - 1) / AXPY_MB, n_blocks = (N + AXPY_NB - 1) / AXPY_NB;
+    int MB = (M + m_blocks - 1) / m_blocks;       // even blocks, each a multiple of the tile height
+    MB = (MB + AXPY_MR - 1) / AXPY_MR * AXPY_MR;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int mb = 0; mb < m_blocks; mb++) {
         for (int nb = 0; nb < n_blocks; nb++) {
-            int m_end = mb * MB + MB < M ? mb * MB + MB : M;
-            int n0 = nb * AXPY_NR, n_end = n0 + AXPY_NR < N ? n0 + AXPY_NR : N;
-            int nv = (n_end - n0) / VW;  // whole vectors; a last N % VW columns are done by hand below
-            float panel[AXPY_KC * AXPY_NR];  // B[k0 : k0+kc][n0 : n0+nv*VW], packed contiguously
+            int m0 = mb * MB, m_end = m0 + MB < M ? m0 + MB : M;
+            int nb0 = nb * AXPY_NB, nb_end = nb0 + AXPY_NB < N ? nb0 + AXPY_NB : N;
+            float panel_a[AXPY_KC * AXPY_MB];  // A[m0 : m_end][k0 : k0+kc], k-major
+            float panel_b[AXPY_KC * AXPY_NR];  // B[k0 : k0+kc][n0 : n0+nv*VW]
             for (int k0 = 0; k0 < K; k0 += AXPY_KC) {
                 int kc = K - k0 < AXPY_KC ? K - k0 : AXPY_KC;
-                for (int k = 0; k < kc; k++) { memcpy(panel + (size_t)k * nv * VW, b + (size_t)(k0 + k) * N + n0, nv * VW * sizeof(float)); }
-                for (int m = mb * MB; m < m_end; m += AXPY_MR) {
-                    int rm = m_end - m < AXPY_MR ? m_end - m : AXPY_MR;
-                    const float* ak = a + (size_t)m * a_m + (size_t)k0 * a_k;
-                    if (nv > 0) {
-                        axpy_tile_any(c + (size_t)m * N + n0, N, ak, a_m, a_k, panel, (size_t)nv * VW, kc, rm, nv);
+                const float* a_block = a + (size_t)m0 * a_m + (size_t)k0 * a_k;
+                for (int k = 0; k < kc; k++) {
+                    for (int m = 0; m < m_end - m0; m++) { panel_a[k * MB + m] = a_block[m * a_m + (size_t)k * a_k]; }
+                }
+                for (int n0 = nb0; n0 < nb_end; n0 += AXPY_NR) {
+                    int n_end = n0 + AXPY_NR < nb_end ? n0 + AXPY_NR : nb_end;
+                    int nv = (n_end - n0) / VW;  // whole vectors; a last N % VW columns are done by hand below
+                    for (int k = 0; k < kc; k++) {
+                        memcpy(panel_b + (size_t)k * nv * VW, b + (size_t)(k0 + k) * N + n0, nv * VW * sizeof(float));
                     }
-                    for (int r = 0; r < rm; r++) {
-                        for (int n = n0 + nv * VW; n < n_end; n++) {
-                            float s = c[(size_t)(m + r) * N + n];
-                            for (int k = 0; k < kc; k++) { s += ak[r * a_m + (size_t)k * a_k] * b[(size_t)(k0 + k) * N + n]; }
-                            c[(size_t)(m + r) * N + n] = s;
+                    for (int m = m0; m < m_end; m += AXPY_MR) {
+                        int rm = m_end - m < AXPY_MR ? m_end - m : AXPY_MR;
+                        const float* am = panel_a + (m - m0);  // A[m + r][k0 + k] = am[r + k * MB]
+                        if (nv > 0) { axpy_tile_any(c + (size_t)m * N + n0, N, am, 1, MB, panel_b, (size_t)nv * VW, kc, rm, nv); }
+                        for (int r = 0; r < rm; r++) {
+                            for (int n = n0 + nv * VW; n < n_end; n++) {
+                                float sum = c[(size_t)(m + r) * N + n];
+                                for (int k = 0; k < kc; k++) { sum += am[r + k * MB] * b[(size_t)(k0 + k) * N + n]; }
+                                c[(size_t)(m + r) * N + n] = sum;
+                            }
                         }
                     }
                 }
