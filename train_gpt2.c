@@ -262,22 +262,25 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 // ----------------------------------------------------------------------------
 // matmul: out[BT][OC] = inp[BT][C] . weight[OC][C]^T + bias[OC]   (weight is (out, in) like nn.Linear)
 //
-// The matmuls are ~95% of the work, so they are the one place this file is written for speed.
-// Two register-tiled kernels do all of it, written with GCC/Clang vector extensions (a `vecf` is
-// VW floats: one AVX-512 register where the CPU has it, otherwise the compiler splits it):
+// The matmuls are ~90% of the work, so they are the one place in this file written for speed. All
+// three products of a linear layer are one operation, C[M][N] += A[M][K] . B[K][N], with A and B
+// read through strides (so transposes cost nothing):
+//     forward   out   += inp . weight^T      A = inp,    B = weight^T
+//     backward  dinp  += dout . weight       A = dout,   B = weight
+//               dW    += dout^T . inp        A = dout^T, B = inp
+// It is computed in register tiles of MR rows x NV vectors of C (a `vecf` is VW floats: one
+// AVX-512 register where the CPU has it, GCC/Clang vector extensions otherwise split it). Per k,
+// a tile broadcasts MR numbers of A and loads NV vectors of B for MR*NV fused multiply-adds into
+// accumulators that never leave the registers.
 //
-//   dot tile   (forward)   a 4x4 block of outputs out[m][n] = sum_k inp[m][k] w[n][k]. The 16
-//              accumulators are vectors along k; each step loads 4 rows of inp and 4 rows of w
-//              (8 loads) for 16 fused multiply-adds; at the end each accumulator is summed across
-//              its lanes. inp and w rows are both contiguous in k, so nothing is transposed.
-//   axpy tile  (backward)  an MR x (NV*VW) block of C[m][n] += sum_k A[m][k] B[k][n], with B rows
-//              contiguous in n: each k broadcasts MR scalars of A and loads NV vectors of B, for
-//              MR*NV fused multiply-adds into accumulators that stay in registers. A is read
-//              through strides, so one kernel does both dinp += dout . W (A = dout) and
-//              dW += dout^T . inp (A = dout transposed, read in place).
+// Around the tiles, the GotoBLAS blocking: a thread task owns a block of C (up to 258 x 384) and
+// walks k in blocks of KC. Per k block it copies its KC x 258 block of A into a contiguous,
+// k-major buffer (in L2: every column panel of the block uses it), then per panel of 64 columns
+// the KC x 64 panel of B (in L1: every row tile uses it). The copies are also where the strides
+// are paid, once, instead of inside the tiles.
 //
-// The work is split between threads by OUTPUT blocks only, and every output sums its k terms in
-// the same fixed order (k blocks of KC, in order), so results do not depend on the thread count.
+// Threads split C, never k, and every element of C sums its k terms in the same order (k blocks in
+// order), so results do not depend on the number of threads.
 
 #if defined(__AVX512F__)
 #define VW 16
@@ -288,175 +291,93 @@ typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
 
 static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); return v; }
 static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
-// the sum of the VW lanes, by halving: (lanes 0..7 + lanes 8..15), then 0..3 + 4..7, ...
-static inline float vec_sum(vecf v) {
-#if VW == 16
-    typedef float half8 __attribute__((vector_size(32)));
-    half8 h8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-#else
-    typedef float half8 __attribute__((vector_size(32)));
-    half8 h8 = v;
-#endif
-    typedef float half4 __attribute__((vector_size(16)));
-    half4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) + __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
-    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
-}
 
-#define DOT_M 6  // rows of inp per dot tile
-#define DOT_N 4  // rows of weight per dot tile
+#define MM_MR 6                  // rows of C per tile
+#define MM_NV (VW == 16 ? 4 : 2) // vectors of C per tile row: 24 or 12 accumulators
+#define MM_NR (MM_NV * VW)       // columns of C per tile, and per panel of B
+#define MM_KC 128                // k block
+#define MM_MB (43 * MM_MR)       // rows of C per thread task (258 >= B*T = 256 of the benchmark)
+#define MM_NB (6 * MM_NR)        // columns of C per thread task
 
-// out[m][n] = inp[m] . w[n] + bias[n] for m < RM, n < RN (RM, RN are constants after inlining)
-static inline __attribute__((always_inline)) void dot_tile(float* out, size_t ldo, const float* inp, const float* w,
-                                                           const float* bias, int K, const int RM, const int RN) {
-    vecf acc[DOT_M][DOT_N];
-    for (int r = 0; r < RM; r++) { for (int n = 0; n < RN; n++) { acc[r][n] = (vecf){0}; } }
-    int k = 0;
-    for (; k + VW <= K; k += VW) {
-        vecf a[DOT_M];
-        for (int r = 0; r < RM; r++) { a[r] = vec_load(inp + (size_t)r * K + k); }
-        for (int n = 0; n < RN; n++) {
-            vecf b = vec_load(w + (size_t)n * K + k);
-            for (int r = 0; r < RM; r++) { acc[r][n] += a[r] * b; }
-        }
-    }
-    for (int r = 0; r < RM; r++) {
-        for (int n = 0; n < RN; n++) {
-            float s = vec_sum(acc[r][n]);
-            for (int kk = k; kk < K; kk++) { s += inp[(size_t)r * K + kk] * w[(size_t)n * K + kk]; }  // K % VW tail
-            out[(size_t)r * ldo + n] = s + (bias ? bias[n] : 0.0f);
-        }
-    }
-}
-
-// a dot tile of any size up to DOT_M x DOT_N: the switch gives each shape its own unrolled copy
-static void dot_tile_any(float* out, size_t ldo, const float* inp, const float* w, const float* bias, int K, int rm,
-                         int rn) {
-#define DOT_CASE_N(RM_)                                                    \
-    switch (rn) {                                                          \
-        case 1: dot_tile(out, ldo, inp, w, bias, K, RM_, 1); break;        \
-        case 2: dot_tile(out, ldo, inp, w, bias, K, RM_, 2); break;        \
-        case 3: dot_tile(out, ldo, inp, w, bias, K, RM_, 3); break;        \
-        default: dot_tile(out, ldo, inp, w, bias, K, RM_, 4); break;       \
-    }
-    switch (rm) {
-        case 1: DOT_CASE_N(1); break;
-        case 2: DOT_CASE_N(2); break;
-        case 3: DOT_CASE_N(3); break;
-        case 4: DOT_CASE_N(4); break;
-        case 5: DOT_CASE_N(5); break;
-        default: DOT_CASE_N(6); break;
-    }
-#undef DOT_CASE_N
-}
-
-static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
-                           int OC) {
-    // A task is 64 weight rows (in L2) x up to 258 rows of inp. Within it, each 6 rows of inp (in
-    // L1) meet all 64 weight rows, so the weights, the big operand, stream from memory once.
-    enum { NB = 64, MB = 43 * DOT_M };
-    int n_blocks = (OC + NB - 1) / NB, m_blocks = (BT + MB - 1) / MB;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int nb = 0; nb < n_blocks; nb++) {
-        for (int mb = 0; mb < m_blocks; mb++) {
-            int n_end = nb * NB + NB < OC ? nb * NB + NB : OC;
-            int m_end = mb * MB + MB < BT ? mb * MB + MB : BT;
-            for (int m = mb * MB; m < m_end; m += DOT_M) {
-                int rm = m_end - m < DOT_M ? m_end - m : DOT_M;
-                for (int n = nb * NB; n < n_end; n += DOT_N) {
-                    int rn = n_end - n < DOT_N ? n_end - n : DOT_N;
-                    dot_tile_any(out + (size_t)m * OC + n, OC, inp + (size_t)m * C, weight + (size_t)n * C,
-                                 bias ? bias + n : NULL, C, rm, rn);
-                }
-            }
-        }
-    }
-}
-
-#define AXPY_MR 6                    // rows of C per axpy tile
-#define AXPY_NV (VW == 16 ? 4 : 2)   // vectors of C per row (24 or 12 accumulators)
-#define AXPY_NR (AXPY_NV * VW)       // columns of C per tile
-#define AXPY_KC 128                  // k block: a KC x NR panel of B is reused by every row tile
-
-// C[m][n] += sum_{k < K} A[m * a_m + k * a_k] B[k * ldb + n] for m < RM, n < NV * VW
-static inline __attribute__((always_inline)) void axpy_tile(float* c, size_t ldc, const float* a, size_t a_m,
-                                                            size_t a_k, const float* b, size_t ldb, int K,
-                                                            const int RM, const int NV) {
-    vecf acc[AXPY_MR][AXPY_NV];
+// C[m][n] += sum_{k < K} a[m + k * lda] b[k * ldb + n] for m < RM, n < NV * VW (constants once inlined)
+static inline __attribute__((always_inline)) void mm_tile(float* c, size_t ldc, const float* a, size_t lda,
+                                                          const float* b, size_t ldb, int K, const int RM,
+                                                          const int NV) {
+    vecf acc[MM_MR][MM_NV];
     for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { acc[r][v] = vec_load(c + r * ldc + v * VW); } }
     for (int k = 0; k < K; k++) {
-        vecf bv[AXPY_NV];
+        vecf bv[MM_NV];
         for (int v = 0; v < NV; v++) { bv[v] = vec_load(b + (size_t)k * ldb + v * VW); }
         for (int r = 0; r < RM; r++) {
-            float s = a[r * a_m + (size_t)k * a_k];
+            float s = a[r + (size_t)k * lda];
             for (int v = 0; v < NV; v++) { acc[r][v] += s * bv[v]; }
         }
     }
     for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { vec_store(c + r * ldc + v * VW, acc[r][v]); } }
 }
 
-static void axpy_tile_any(float* c, size_t ldc, const float* a, size_t a_m, size_t a_k, const float* b, size_t ldb,
-                          int K, int rm, int nv) {
-#define AXPY_CASE_V(RM_)                                                        \
-    switch (nv) {                                                               \
-        case 1: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, 1); break;        \
-        case 2: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, 2); break;        \
-        case 3: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, AXPY_NV < 3 ? AXPY_NV : 3); break; \
-        default: axpy_tile(c, ldc, a, a_m, a_k, b, ldb, K, RM_, AXPY_NV); break; \
+// a tile of any size up to MM_MR x MM_NV: the switch gives each shape its own unrolled copy
+static void mm_tile_any(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int K, int rm,
+                        int nv) {
+#define MM_CASE_V(RM_)                                                               \
+    switch (nv) {                                                                    \
+        case 1: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 1); break;                   \
+        case 2: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 2); break;                   \
+        case 3: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV < 3 ? MM_NV : 3); break; \
+        default: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV); break;              \
     }
     switch (rm) {
-        case 1: AXPY_CASE_V(1); break;
-        case 2: AXPY_CASE_V(2); break;
-        case 3: AXPY_CASE_V(3); break;
-        case 4: AXPY_CASE_V(4); break;
-        case 5: AXPY_CASE_V(5); break;
-        default: AXPY_CASE_V(6); break;
+        case 1: MM_CASE_V(1); break;
+        case 2: MM_CASE_V(2); break;
+        case 3: MM_CASE_V(3); break;
+        case 4: MM_CASE_V(4); break;
+        case 5: MM_CASE_V(5); break;
+        default: MM_CASE_V(6); break;
     }
-#undef AXPY_CASE_V
+#undef MM_CASE_V
 }
 
-// C[M][N] += A[M][K] . B[K][N], A read as A[m * a_m + k * a_k], B and C row-major (ldb, ldc = N).
-// The blocking keeps each operand in the cache level where it is reused (the GotoBLAS scheme):
-//   a thread task owns an (up to) 252 x 384 block of C and walks k in blocks of KC;
-//   per k block it copies its KC x 252 block of A into a contiguous buffer, k-major (it stays in
-//   L2 and is used by all 6 column panels), then per column panel the KC x 64 panel of B (it
-//   stays in L1 and is used by all 42 row tiles);
-//   the axpy tiles read only these two buffers.
-// The copies also cure the access patterns of the callers: rows of B are far apart in memory,
-// and A = dout^T is read down its columns, a new page for every k.
-enum { AXPY_MB = 42 * AXPY_MR, AXPY_NB = 6 * AXPY_NR };
-
-static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, int M, int N, int K) {
-    int m_blocks = (M + AXPY_MB - 1) / AXPY_MB, n_blocks = (N + AXPY_NB - 1) / AXPY_NB;
-    int MB = (M + m_blocks - 1) / m_blocks;       // even blocks, each a multiple of the tile height
-    MB = (MB + AXPY_MR - 1) / AXPY_MR * AXPY_MR;
+// C[M][N] += A[M][K] . B[K][N] with A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n],
+// C row-major
+static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, size_t b_k,
+                              size_t b_n, int M, int N, int K) {
+    int m_blocks = (M + MM_MB - 1) / MM_MB, n_blocks = (N + MM_NB - 1) / MM_NB;
+    int MB = (M + m_blocks - 1) / m_blocks;  // even blocks, each a multiple of the tile height
+    MB = (MB + MM_MR - 1) / MM_MR * MM_MR;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int mb = 0; mb < m_blocks; mb++) {
         for (int nb = 0; nb < n_blocks; nb++) {
             int m0 = mb * MB, m_end = m0 + MB < M ? m0 + MB : M;
-            int nb0 = nb * AXPY_NB, nb_end = nb0 + AXPY_NB < N ? nb0 + AXPY_NB : N;
-            float panel_a[AXPY_KC * AXPY_MB];  // A[m0 : m_end][k0 : k0+kc], k-major
-            float panel_b[AXPY_KC * AXPY_NR];  // B[k0 : k0+kc][n0 : n0+nv*VW]
-            for (int k0 = 0; k0 < K; k0 += AXPY_KC) {
-                int kc = K - k0 < AXPY_KC ? K - k0 : AXPY_KC;
-                const float* a_block = a + (size_t)m0 * a_m + (size_t)k0 * a_k;
+            int nb0 = nb * MM_NB, nb_end = nb0 + MM_NB < N ? nb0 + MM_NB : N;
+            float panel_a[MM_KC * MM_MB];  // A[m0 : m_end][k0 : k0+kc], k-major: A[m0+i][k0+k] = panel_a[k * MB + i]
+            float panel_b[MM_KC * MM_NR];  // B[k0 : k0+kc][n0 : n0+nw], row-major with row length nw
+            for (int k0 = 0; k0 < K; k0 += MM_KC) {
+                int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+                const float* a0 = a + (size_t)m0 * a_m + (size_t)k0 * a_k;
                 for (int k = 0; k < kc; k++) {
-                    for (int m = 0; m < m_end - m0; m++) { panel_a[k * MB + m] = a_block[m * a_m + (size_t)k * a_k]; }
+                    for (int i = 0; i < m_end - m0; i++) { panel_a[k * MB + i] = a0[i * a_m + (size_t)k * a_k]; }
                 }
-                for (int n0 = nb0; n0 < nb_end; n0 += AXPY_NR) {
-                    int n_end = n0 + AXPY_NR < nb_end ? n0 + AXPY_NR : nb_end;
-                    int nv = (n_end - n0) / VW;  // whole vectors; a last N % VW columns are done by hand below
-                    for (int k = 0; k < kc; k++) {
-                        memcpy(panel_b + (size_t)k * nv * VW, b + (size_t)(k0 + k) * N + n0, nv * VW * sizeof(float));
+                for (int n0 = nb0; n0 < nb_end; n0 += MM_NR) {
+                    int n_end = n0 + MM_NR < nb_end ? n0 + MM_NR : nb_end;
+                    int nv = (n_end - n0) / VW, nw = nv * VW;  // whole vectors; the last N % VW columns by hand
+                    const float* b0 = b + (size_t)k0 * b_k + (size_t)n0 * b_n;
+                    if (b_n == 1) {
+                        for (int k = 0; k < kc; k++) { memcpy(panel_b + k * nw, b0 + (size_t)k * b_k, nw * sizeof(float)); }
+                    } else {
+                        for (int j = 0; j < nw; j++) {
+                            for (int k = 0; k < kc; k++) { panel_b[k * nw + j] = b0[(size_t)k * b_k + j * b_n]; }
+                        }
                     }
-                    for (int m = m0; m < m_end; m += AXPY_MR) {
-                        int rm = m_end - m < AXPY_MR ? m_end - m : AXPY_MR;
-                        const float* am = panel_a + (m - m0);  // A[m + r][k0 + k] = am[r + k * MB]
-                        if (nv > 0) { axpy_tile_any(c + (size_t)m * N + n0, N, am, 1, MB, panel_b, (size_t)nv * VW, kc, rm, nv); }
+                    for (int m = m0; m < m_end; m += MM_MR) {
+                        int rm = m_end - m < MM_MR ? m_end - m : MM_MR;
+                        const float* am = panel_a + (m - m0);
+                        float* cm = c + (size_t)m * N;
+                        if (nv > 0) { mm_tile_any(cm + n0, N, am, MB, panel_b, nw, kc, rm, nv); }
                         for (int r = 0; r < rm; r++) {
-                            for (int n = n0 + nv * VW; n < n_end; n++) {
-                                float sum = c[(size_t)(m + r) * N + n];
-                                for (int k = 0; k < kc; k++) { sum += am[r + k * MB] * b[(size_t)(k0 + k) * N + n]; }
-                                c[(size_t)(m + r) * N + n] = sum;
+                            for (int n = n0 + nw; n < n_end; n++) {
+                                float sum = cm[(size_t)r * N + n];
+                                for (int k = 0; k < kc; k++) { sum += am[r + k * MB] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
+                                cm[(size_t)r * N + n] = sum;
                             }
                         }
                     }
@@ -466,11 +387,21 @@ static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, 
     }
 }
 
+static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
+                           int OC) {
+    #pragma omp parallel for
+    for (int m = 0; m < BT; m++) {
+        float* o = out + (size_t)m * OC;
+        if (bias) { memcpy(o, bias, OC * sizeof(float)); } else { memset(o, 0, OC * sizeof(float)); }
+    }
+    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // B[k][n] = weight[n][k]
+}
+
 // dinp += dout . weight;  dweight += dout^T . inp;  dbias += column sums of dout
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    matmul_accumulate(dinp, dout, OC, 1, weight, BT, C, OC);     // A = dout (BT, OC), B = weight (OC, C)
-    matmul_accumulate(dweight, dout, 1, OC, inp, OC, C, BT);     // A = dout^T (OC, BT), B = inp (BT, C)
+    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);
+    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);
     if (dbias) {
         #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
