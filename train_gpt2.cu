@@ -389,11 +389,8 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
-#ifdef ENABLE_FP32
-static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;  // true fp32: no TF32
-#else
-static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;  // bf16 inputs, fp32 accumulation
-#endif
+// fp32 accumulation in both builds; with fp32 data this is true fp32 (the _FAST_TF32 variant is never used)
+static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;
 
 // the largest power of two (at most 256) that divides both the address and the batch stride in bytes
 static uint32_t lt_alignment(const void* p, long long stride_bytes) {
@@ -422,12 +419,22 @@ typedef struct {
     int ld_aux;
 } MatmulSpec;
 
-static MatmulSpec matmul_spec(int m, int n, int k) {
+// D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
+static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
+                              int ldb, void* D, int ldd) {
     MatmulSpec s;
     memset(&s, 0, sizeof(s));
     s.m = m;
     s.n = n;
     s.k = k;
+    s.A = A;
+    s.transa = transa;
+    s.lda = lda;
+    s.B = B;
+    s.transb = transb;
+    s.ldb = ldb;
+    s.D = D;
+    s.ldd = ldd;
     s.d_type = CUDA_R_X;
     s.batch = 1;
     s.alpha = 1.0f;
@@ -534,14 +541,7 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
 // receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC,
                            floatX* gelu_pre) {
-    MatmulSpec s = matmul_spec(OC, BT, C);
-    s.transa = 1;
-    s.A = w;
-    s.lda = C;
-    s.B = inp;
-    s.ldb = C;
-    s.D = out;
-    s.ldd = OC;
+    MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
     s.bias = bias;
     s.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (gelu_pre) {
@@ -563,14 +563,8 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
 // layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
                                   int BT, int C, int OC, const floatX* gelu_pre) {
-    MatmulSpec s = matmul_spec(C, BT, OC);
-    s.A = w;
-    s.lda = C;
-    s.B = dout;
-    s.ldb = OC;
-    s.D = dinp;
+    MatmulSpec s = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
     s.d_type = dinp_type;
-    s.ldd = C;
     s.beta = beta;
     if (gelu_pre) {
         if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
@@ -589,15 +583,8 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
 
 // dW += dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when given
 static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC) {
-    MatmulSpec s = matmul_spec(C, OC, BT);
-    s.transb = 1;
-    s.A = inp;
-    s.lda = C;
-    s.B = dout;
-    s.ldb = OC;
-    s.D = dw;
+    MatmulSpec s = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
     s.d_type = CUDA_R_32F;
-    s.ldd = C;
     s.beta = 1.0f;
     matmul_lt(&s, 0);
     if (dbias) {
@@ -699,20 +686,12 @@ typedef struct {
     floatX *dq, *dk, *dv;
 } AttentionScratch;
 
-// a batched (B*NH heads) matmul between head-shaped tensors; `tA`, `tB` as in MatmulSpec
+// a batched (B*NH heads) matmul between head-shaped tensors; arguments as in matmul_spec, plus strides
 static void head_matmul(floatX* D, int m, int n, int k, const floatX* A, int transa, int lda, long long sa, const floatX* Bm,
                         int transb, int ldb, long long sb, int ldd, long long sd, int heads) {
-    MatmulSpec s = matmul_spec(m, n, k);
-    s.transa = transa;
-    s.A = A;
-    s.lda = lda;
+    MatmulSpec s = matmul_spec(m, n, k, A, transa, lda, Bm, transb, ldb, D, ldd);
     s.stride_a = sa;
-    s.transb = transb;
-    s.B = Bm;
-    s.ldb = ldb;
     s.stride_b = sb;
-    s.D = D;
-    s.ldd = ldd;
     s.stride_d = sd;
     s.batch = heads;
     matmul_lt(&s, 0);
@@ -1094,29 +1073,14 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
 }
 
 static void gpt2_free(GPT2* m) {
-    free(m->host_params);
-    cudaCheck(cudaFree(m->params_memory));
-    cudaCheck(cudaFree(m->params_x_memory));
-    cudaCheck(cudaFree(m->grads_memory));
-    cudaCheck(cudaFree(m->m_memory));
-    cudaCheck(cudaFree(m->v_memory));
-    cudaCheck(cudaFree(m->acts_x_memory));
-    cudaCheck(cudaFree(m->acts_f_memory));
-    cudaCheck(cudaFree(m->scratch_x_memory));
-    cudaCheck(cudaFree(m->scratch_f_memory));
-    cudaCheck(cudaFree(m->d_inputs));
-    cudaCheck(cudaFree(m->d_targets));
-    cudaCheck(cudaFree(m->d_buckets));
-    cudaCheck(cudaFree(m->d_norm_partials));
-    free(m->inputs);
-    free(m->targets);
-    free(m->host_losses);
-    free(m->bucket_of_token);
-    free(m->bucket_token);
-    free(m->bucket_start);
-    free(m->bucket_pos);
-    free(m->bucket_count);
-    free(m->host_norm_partials);
+    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,     m->m_memory,
+                      m->v_memory,      m->acts_x_memory,   m->acts_f_memory,    m->scratch_x_memory,
+                      m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_buckets,
+                      m->d_norm_partials};
+    void* host[] = {m->host_params,  m->inputs,       m->targets,    m->host_losses,  m->bucket_of_token,
+                    m->bucket_token, m->bucket_start, m->bucket_pos, m->bucket_count, m->host_norm_partials};
+    for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
 }
 
 // groups the positions of the current inputs by token (a counting sort in order of first
@@ -1447,12 +1411,7 @@ static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
 #include "common/logger.h"
 #include "common/state.h"
 #include "common/tokenizer.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "common/train_common.h"
 
 static float evaluate(GPT2* m, DataLoader* loader, int batches) {
     dataloader_reset(loader);
@@ -1495,21 +1454,6 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     free(probs);
 }
 
-// TRAIN_GPT2_NAN_STEPS="3,5-9" makes the gradients of those (1-based) steps NaN (tests of the guard)
-static int nan_injected_at(int step) {
-    const char* spec = getenv("TRAIN_GPT2_NAN_STEPS");
-    while (spec && *spec) {
-        char* end;
-        long lo = strtol(spec, &end, 10), hi = lo;
-        if (end == spec) { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-        if (*end == '-') { spec = end + 1; hi = strtol(spec, &end, 10); }
-        if (step >= lo && step <= hi) { return 1; }
-        spec = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0') { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-    }
-    return 0;
-}
-
 // writes the checkpoint pair of `st->step` (state first, model second: common/state.h); the
 // model file holds the fp32 master weights, the state file the fp32 AdamW moments
 static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st, float* host_m, float* host_v) {
@@ -1542,19 +1486,7 @@ int main(int argc, char** argv) {
     cuda_setup();
 
     // the output folder: resume from it, or refuse to overwrite an earlier run in it
-    int resume_step = -1;
-    if (have_output) {
-        ensure_writable_dir(args.output_dir);
-        char log_path[1100];
-        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
-        int latest = latest_checkpoint(args.output_dir);
-        if (args.resume) {
-            resume_step = latest;
-            if (latest < 0) { printf("note: no complete checkpoint in %s to resume from; starting fresh\n", args.output_dir); }
-        } else if (latest >= 0 || file_exists(log_path)) {
-            fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", args.output_dir);
-        }
-    }
+    int resume_step = output_dir_prepare(&args);
 
     // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
     GPT2 model;
@@ -1673,18 +1605,7 @@ int main(int argc, char** argv) {
             logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f mfu=%.2f", step + 1,
                         loss, norm, lr, ms, tok_s, mfu);
         } else {
-            // a NaN or Inf: skip the update (the weights stay as they were); several in a row stop the run
-            st.nonfinite_in_a_row++;
-            printf("step %d/%d | loss %.6f | norm %.4f | non-finite: update skipped (%d in a row)\n", step + 1,
-                   args.max_steps, loss, norm, st.nonfinite_in_a_row);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f skipped=1", step + 1, loss, norm);
-            if (st.nonfinite_in_a_row >= MAX_NONFINITE_STEPS) {
-                int good = have_output ? latest_checkpoint(args.output_dir) : -1;
-                char where[1100] = "none was written";
-                if (good >= 0) { checkpoint_paths(args.output_dir, good, where, NULL, sizeof(where)); }
-                fatal("%d non-finite steps in a row, stopping at step %d; last good checkpoint: %s",
-                      st.nonfinite_in_a_row, step + 1, where);
-            }
+            nonfinite_step(&logger, &args, &st, step, loss, norm);  // a NaN or Inf: the update is skipped
         }
     }
 
