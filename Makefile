@@ -43,7 +43,8 @@ test-parity: test_gpt2
 NVCC ?= nvcc
 GPU_ARCH ?= 90
 PRECISION ?= BF16
-NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) -DGPU_ARCH_BUILT=$(GPU_ARCH) \
+NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) \
+	-gencode arch=compute_$(GPU_ARCH),code=compute_$(GPU_ARCH) -DGPU_ARCH_BUILT=$(GPU_ARCH) \
 	-Xcompiler -Wall,-Wextra
 NVCC_LDLIBS = -lcublasLt -lcublas
 ifeq ($(PRECISION),FP32)

@@ -179,7 +179,7 @@ static void siamese_input_backward(float* dx, float* dy, float* ds_buf, float* d
                                    const floatX* s, int N, int C) {
     siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, ds_buf, da_buf, du, p, st, x, y, s, N, C);
     cudaCheckLaunch();
-    ColumnJobs<float> jobs;
+    ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(g.w, g.b, du, s, st.mean, st.rstd);
     jobs.job[1] = ln_job(g.yw, g.yb, ds_buf, y, st.y_mean, st.y_rstd);
     jobs.job[2] = ln_job(g.xw, g.xb, da_buf, x, st.x_mean, st.x_rstd);

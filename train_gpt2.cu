@@ -338,7 +338,7 @@ static ColumnJob<float> ln_job(float* dw, float* db, const float* dout, const fl
 // plain LayerNorm backward: dw, db += the parameter gradients; dinp = or += dL/dinp (see the kernel)
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
-    ColumnJobs<float> jobs;
+    ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(dw, db, dout, inp, mean, rstd);
     column_grads(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
     layernorm_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
@@ -365,21 +365,19 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 // matmul through cuBLASLt.
 //
 // cuBLASLt, like all of BLAS, is column-major: a col-major (m x n) matrix with leading dimension ld
-// stores element (i, j) at i + j * ld. Our tensors are row-major, and a row-major (R x K) array is
-// exactly a col-major (K x R) matrix with ld = K: the same bytes, transposed. So with W (OC, C)
-// row-major like nn.Linear and inp (BT, C) row-major:
+// stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
+// (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
+// TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
+// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC):
 //
-//   forward   out[BT][OC] = inp[BT][C] . W[OC][C]^T
-//             col-major:  out^T (OC x BT) = W^T (OC x C) . inp^T (C x BT)
-//             W's bytes are the col-major (C x OC) matrix, so A = W with op T (lda = C),
-//             B = inp with op N (C x BT, ldb = C), D (OC x BT, ldd = OC); m = OC, n = BT, k = C.
-//             The bias epilogue adds bias[i] to row i of D: one value per output channel. Good.
-//   dinp      dinp[BT][C] = dout[BT][OC] . W[OC][C]
-//             col-major:  dinp^T (C x BT) = W^T... in bytes: Wc (C x OC) . doutc (OC x BT)
-//             A = W op N (C x OC, lda = C), B = dout op N (OC x BT, ldb = OC); m = C, n = BT, k = OC.
-//   dW        dW[OC][C] += dout^T[OC][BT] . inp[BT][C]
-//             col-major:  dWc (C x OC) = inpc (C x BT) . doutc^T (BT x OC)
-//             A = inp op N (C x BT, lda = C), B = dout op T (stored OC x BT, ldb = OC);
+//   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
+//             W's bytes are W^T (C x OC), so A = W with op T (lda = C); inp's bytes are inp^T,
+//             so B = inp with op N (ldb = C); D = out^T (ldd = OC); m = OC, n = BT, k = C.
+//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i. Good.
+//   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
+//             A = W op N (lda = C), B = dout op N (ldb = OC), ldd = C; m = C, n = BT, k = OC.
+//   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
+//             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
 // matmul_lt is the one call behind all of these (and the batched attention products): it builds
@@ -537,6 +535,17 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
 // ----------------------------------------------------------------------------
 // the linear layers (derivations in the matmul comment above)
 
+// The fused GELU epilogues can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the GELU
+// kernels above run instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
+static int gelu_fusion_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char* v = getenv("TRAIN_GPT2CU_NO_GELU_FUSION");
+        enabled = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
+    }
+    return enabled;
+}
+
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
 // receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC,
@@ -549,7 +558,7 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
         fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         fused.aux = gelu_pre;
         fused.ld_aux = OC;
-        if (bias && matmul_lt(&fused, 1)) { return; }
+        if (bias && gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
         s.D = gelu_pre;
         matmul_lt(&s, 0);
         gelu_forward_kernel<<<ceil_div((long)BT * OC, 256), 256>>>(out, gelu_pre, (size_t)BT * OC);
@@ -572,7 +581,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
         fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
         fused.aux = (void*)gelu_pre;
         fused.ld_aux = C;
-        if (matmul_lt(&fused, 1)) { return; }
+        if (gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
         matmul_lt(&s, 0);
         gelu_backward_kernel<<<ceil_div((long)BT * C, 256), 256>>>((floatX*)dinp, gelu_pre, (size_t)BT * C);
         cudaCheckLaunch();
@@ -588,8 +597,7 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
     s.beta = 1.0f;
     matmul_lt(&s, 0);
     if (dbias) {
-        ColumnJobs<floatX> jobs;
-        memset(&jobs, 0, sizeof(jobs));
+        ColumnJobs<floatX> jobs = {};
         jobs.job[0].db = dbias;
         jobs.job[0].dout = dout;
         column_grads(jobs, 1, BT, OC);
@@ -1586,8 +1594,8 @@ int main(int argc, char** argv) {
             loss += model.mean_loss / grad_accum;
         }
         if (nan_injected_at(step + 1)) {
-            float nan = NAN;
-            cudaCheck(cudaMemcpy(model.grads_memory, &nan, sizeof(float), cudaMemcpyHostToDevice));
+            float bad = NAN;
+            cudaCheck(cudaMemcpy(model.grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
         }
         float norm = gpt2_grad_norm(&model);
         float lr = learning_rate_at(&args, step);
