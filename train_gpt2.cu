@@ -452,6 +452,8 @@ static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int r
     }
 }
 
+static int matmul_fp32_out_fallback(const MatmulSpec* s);
+
 static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasLtMatmulDesc_t desc;
     cublasCheck(cublasLtMatmulDescCreate(&desc, LT_COMPUTE, CUDA_R_32F));
@@ -491,13 +493,8 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, 1, &result, &found);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        if (!allow_missing) {
-            fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (batch %d, epilogue %d): %s", s->m, s->n, s->k,
-                  s->batch, (int)s->epilogue, cublasGetStatusString(st));
-        }
-        found = 0;
-    } else {
+    if (st != CUBLAS_STATUS_SUCCESS) { found = 0; }
+    if (found) {
         cublasCheck(cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
                                    &result.algo, lt_workspace, LT_WORKSPACE_BYTES, 0));
     }
@@ -506,7 +503,45 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
+    if (!found && !allow_missing && matmul_fp32_out_fallback(s)) { return 1; }
+    if (!found && !allow_missing) {
+        fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k,
+              s->batch, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", cublasGetStatusString(st));
+    }
     return found;
+}
+
+// The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
+// cuBLASLt documents. Should a library version offer no algorithm for one, this fallback computes
+// the product into a bf16 buffer (allocated once, at the first use, for the largest such output:
+// lt_fallback_elems, set by gpt2_allocate) and adds it to the fp32 output with a kernel. It says so
+// once, since it costs accuracy.
+static floatX* lt_fallback = NULL;
+static size_t lt_fallback_elems = 0;
+
+__global__ void accumulate_fp32_kernel(float* d, const floatX* src, float beta, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { d[i] = (beta != 0.0f ? beta * d[i] : 0.0f) + (float)src[i]; }
+}
+
+static int matmul_fp32_out_fallback(const MatmulSpec* s) {
+    size_t n = (size_t)s->m * s->n;
+    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->batch != 1 || s->ldd != s->m ||
+        s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || s->alpha != 1.0f || n > lt_fallback_elems) {
+        return 0;
+    }
+    if (lt_fallback == NULL) {
+        printf("note: cuBLASLt offers no bf16 x bf16 -> fp32 matmul here; using a bf16 output plus an fp32 add\n");
+        cudaCheck(cudaMalloc((void**)&lt_fallback, lt_fallback_elems * sizeof(floatX)));
+    }
+    MatmulSpec t = *s;
+    t.D = lt_fallback;
+    t.d_type = CUDA_R_X;
+    t.beta = 0.0f;
+    matmul_lt(&t, 0);
+    accumulate_fp32_kernel<<<ceil_div((long)n, 256), 256>>>((float*)s->D, lt_fallback, s->beta, n);
+    cudaCheckLaunch();
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -1078,6 +1113,14 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
+    // the largest fp32 matmul output: dwte (Vp, C), dfcw (4C, C), or an activation gradient (B*T, C)
+    size_t C = cfg->channels, big = (size_t)cfg->padded_vocab_size * C;
+    if (4 * C * C > big) { big = 4 * C * C; }
+    if (BT * C > big) { big = BT * C; }
+    if (big > lt_fallback_elems) {
+        if (lt_fallback) { cudaCheck(cudaFree(lt_fallback)); lt_fallback = NULL; }  // regrown at its next use
+        lt_fallback_elems = big;
+    }
 }
 
 static void gpt2_free(GPT2* m) {
