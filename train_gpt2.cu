@@ -24,7 +24,7 @@ Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers wi
 added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
 (GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
 (DGELU). If the library offers no algorithm for a fused GELU epilogue we fall back to a separate
-GELU kernel. Bias gradients come from a deterministic column-sum kernel (not the BGRADB
+GELU kernel (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a deterministic column-sum kernel (not the BGRADB
 epilogue: that one overwrites, and gradient accumulation needs +=). Attention uses batched
 cuBLASLt matmuls for q.k^T and att.v with a causal softmax kernel in between.
 
