@@ -4,7 +4,8 @@ test_gpt2.cu: checks train_gpt2.cu against PyTorch, for every norm mode (the GPU
 It reads the same dumps as test_gpt2.c, <dumps>/<mode>/{model.bin, debug_state.bin} (made by
 `python dev/train_gpt2.py --write_dumps`), runs forward and backward on the stored batch, compares
 the logits, the loss and every gradient tensor by name, then takes the same AdamW steps (with
-clipping) and compares the losses. Errors are max|ours - torch| / max|torch| per tensor
+clipping) and compares the losses. It also runs forward and backward twice and requires
+bit-identical gradients (no kernel uses atomics). Errors are max|ours - torch| / max|torch| per tensor
 (common/debug_state.h), relative errors for the losses.
 
 Tolerances. These are EXPECTATIONS, not yet measured: this file has only been compiled, never run
@@ -83,6 +84,17 @@ static int test_mode(const char* dir, const char* mode_name) {
         if (n > 0) { failures += report(PARAM_NAMES[i], scaled_max_error(grads + offset, ds.grads + offset, 1, n, n), TOL_GRADS); }
         offset += n;
     }
+
+    // determinism: the same forward and backward again must give bit-identical gradients (no atomics)
+    float* again = (float*)malloc_check(model.num_parameters * sizeof(float), "gradients");
+    gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
+    gpt2_zero_grad(&model);
+    gpt2_backward(&model, 1.0f);
+    cudaCheck(cudaMemcpy(again, model.grads_memory, model.num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    int same = memcmp(grads, again, model.num_parameters * sizeof(float)) == 0;
+    printf("  %-10s %s\n", "repeat", same ? "bit-identical gradients  ok" : "gradients differ between two runs  FAIL");
+    failures += !same;
+    free(again);
     free(grads);
 
     // training: the same AdamW steps, with clipping, on the same batch
