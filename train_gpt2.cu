@@ -420,23 +420,9 @@ typedef struct {
 // D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
 static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
                               int ldb, void* D, int ldd) {
-    MatmulSpec s;
-    memset(&s, 0, sizeof(s));
-    s.m = m;
-    s.n = n;
-    s.k = k;
-    s.A = A;
-    s.transa = transa;
-    s.lda = lda;
-    s.B = B;
-    s.transb = transb;
-    s.ldb = ldb;
-    s.D = D;
-    s.ldd = ldd;
-    s.d_type = CUDA_R_X;
-    s.batch = 1;
-    s.alpha = 1.0f;
-    s.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    // fields in declaration order: no strides, batch 1, alpha 1, beta 0, no epilogue
+    MatmulSpec s = {m, n, k, transa, transb, A, lda, 0, B, ldb, 0, D, CUDA_R_X, ldd, 0, 1, 1.0f, 0.0f,
+                    CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
     return s;
 }
 
