@@ -640,17 +640,20 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 //   dk     = dpre^T . q   as dv:                                      A = q (op N), B = dpre (op T)
 // att (the probabilities, zero above the diagonal) is kept per layer for the backward pass.
 
+// Element i of a (B, NH, T, HS) head tensor lives in a row-major (B, T, row_len) tensor at this
+// offset (head h occupies channels h*HS .. h*HS + HS - 1 of the row)
+__device__ __forceinline__ size_t head_to_row_offset(size_t i, int T, int NH, int HS, size_t row_len) {
+    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
+    return (b * T + t) * row_len + h * HS + c;
+}
+
 // (B, T, 3, NH, HS) <-> three (B, NH, T, HS) tensors; to_heads = 0 goes back (the backward pass)
 __global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, floatX* qkv, int B, int T, int NH, int HS,
                                    int to_heads) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * NH * T * HS) { return; }
-    int c = (int)(i % HS);
-    int t = (int)((i / HS) % T);
-    int h = (int)((i / ((size_t)HS * T)) % NH);
-    int b = (int)(i / ((size_t)HS * T * NH));
     size_t C = (size_t)NH * HS;
-    floatX* row = qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * HS + c;
+    floatX* row = qkv + head_to_row_offset(i, T, NH, HS, 3 * C);
     if (to_heads) {
         q[i] = row[0];
         k[i] = row[C];
@@ -666,11 +669,7 @@ __global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, floatX* qkv,
 __global__ void permute_heads_kernel(floatX* rows, floatX* heads, int B, int T, int NH, int HS, int to_rows) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * NH * T * HS) { return; }
-    int c = (int)(i % HS);
-    int t = (int)((i / HS) % T);
-    int h = (int)((i / ((size_t)HS * T)) % NH);
-    int b = (int)(i / ((size_t)HS * T * NH));
-    size_t r = ((size_t)b * T + t) * NH * HS + (size_t)h * HS + c;
+    size_t r = head_to_row_offset(i, T, NH, HS, (size_t)NH * HS);
     if (to_rows) { rows[r] = heads[i]; } else { heads[i] = rows[r]; }
 }
 
