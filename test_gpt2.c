@@ -54,18 +54,10 @@ static int test_mode(const char* dir, const char* mode_name) {
     // backward: every gradient tensor by name
     gpt2_zero_grad(&model);
     gpt2_backward(&model, 1.0f);
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        size_t n = model.param_sizes[i];
-        if (n > 0) {
-            failures += report(PARAM_NAMES[i], scaled_max_error(model.grads_memory + offset, ds.grads + offset, 1, n, n), TOL_GRADS);
-        }
-        offset += n;
-    }
+    failures += report_gradients(model.grads_memory, ds.grads, model.param_sizes, TOL_GRADS);
 
     // training: the same AdamW steps, with clipping, on the same batch
-    printf("  %d AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", ds.steps, ds.lr, ds.beta1, ds.beta2,
-           ds.eps, ds.weight_decay, ds.grad_clip);
+    report_adamw_settings(&ds);
     for (int step = 0; step < ds.steps; step++) {
         gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
         float ours = model.mean_loss;
@@ -74,11 +66,7 @@ static int test_mode(const char* dir, const char* mode_name) {
         float norm = gpt2_grad_norm(&model);
         gpt2_update(&model, ds.lr, ds.beta1, ds.beta2, ds.eps, ds.weight_decay, grad_clip_scale(norm, ds.grad_clip),
                     step + 1);
-        float err = fabsf(ours - ds.losses[step]) / fabsf(ds.losses[step]);
-        int ok = err <= TOL_STEP_LOSS;
-        printf("    step %2d loss ours %.6f torch %.6f | norm %.4f | error %.2e %s\n", step, ours, ds.losses[step], norm,
-               err, ok ? "ok" : "FAIL");
-        failures += !ok;
+        failures += report_step_loss(step, ours, ds.losses[step], norm, TOL_STEP_LOSS);
     }
     debug_state_free(&ds);
     gpt2_free(&model);

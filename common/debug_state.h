@@ -100,4 +100,29 @@ static inline int report(const char* what, float err, float tol) {
     return ok ? 0 : 1;
 }
 
+// compares every (non-empty) gradient tensor by name, checkpoint order; returns the failures
+static inline int report_gradients(const float* grads, const float* ref, const size_t sizes[NUM_PARAMETER_TENSORS], float tol) {
+    int failures = 0;
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t n = sizes[i];
+        if (n > 0) { failures += report(PARAM_NAMES[i], scaled_max_error(grads + offset, ref + offset, 1, n, n), tol); }
+        offset += n;
+    }
+    return failures;
+}
+
+static inline void report_adamw_settings(const DebugState* ds) {
+    printf("  %d AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g):\n", ds->steps, ds->lr, ds->beta1, ds->beta2,
+           ds->eps, ds->weight_decay, ds->grad_clip);
+}
+
+// one AdamW step's loss against torch's (relative error); returns 1 on failure
+static inline int report_step_loss(int step, float ours, float ref, float norm, float tol) {
+    float err = fabsf(ours - ref) / fabsf(ref);
+    int ok = err <= tol;  // false for NaN
+    printf("    step %2d loss ours %.6f torch %.6f | norm %.4f | error %.2e %s\n", step, ours, ref, norm, err, ok ? "ok" : "FAIL");
+    return !ok;
+}
+
 #endif // COMMON_DEBUG_STATE_H
