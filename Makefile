@@ -54,7 +54,7 @@ else ifneq ($(PRECISION),BF16)
 endif
 CUDA_SOURCES = train_gpt2.cu siamese.cuh $(COMMON_HEADERS)
 
-# rebuild the default-named binaries when PRECISION or GPU_ARCH change
+# rebuild the CUDA binaries when PRECISION or GPU_ARCH change
 .cuda_flags: FORCE
 	@echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' | cmp -s - $@ || echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' > $@
 
@@ -64,10 +64,10 @@ train_gpt2cu: $(CUDA_SOURCES) .cuda_flags
 test_gpt2cu: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
-train_gpt2cu_fp32: $(CUDA_SOURCES)
+train_gpt2cu_fp32: $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
-test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES)
+test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
 check-cuda:
