@@ -5,7 +5,8 @@ It reads the same dumps as test_gpt2.c, <dumps>/<mode>/{model.bin, debug_state.b
 `python dev/train_gpt2.py --write_dumps`), runs forward and backward on the stored batch, compares
 the logits, the loss and every gradient tensor by name, then takes the same AdamW steps (with
 clipping) and compares the losses. It also runs forward and backward twice and requires
-bit-identical gradients (no kernel uses atomics). Errors are max|ours - torch| / max|torch| per tensor
+bit-identical gradients (no kernel uses atomics). Every mode runs twice: with the fused GELU
+epilogues of cuBLASLt, then with the separate GELU kernels (so a failure points at one). Errors are max|ours - torch| / max|torch| per tensor
 (common/debug_state.h), relative errors for the losses.
 
 Tolerances. These are EXPECTATIONS, not yet measured: this file has only been compiled, never run
@@ -122,10 +123,15 @@ int main(int argc, char** argv) {
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     int failures = 0;
-    for (int mode = 0; mode < NUM_NORM_MODES; mode++) {
-        int f = test_mode(dir, NORM_MODE_NAMES[mode]);
-        printf("[%s] %s\n", NORM_MODE_NAMES[mode], f == 0 ? "PASSED" : "FAILED");
-        failures += f;
+    // every mode twice: with cuBLASLt's fused GELU epilogues (when offered), then with the GELU kernels
+    for (int pass = 0; pass < 2; pass++) {
+        gelu_fusion = pass == 0 ? -1 : 0;
+        const char* how = pass == 0 && gelu_fusion_enabled() ? "GELU fused in cuBLASLt where offered" : "GELU kernels";
+        for (int mode = 0; mode < NUM_NORM_MODES; mode++) {
+            int f = test_mode(dir, NORM_MODE_NAMES[mode]);
+            printf("[%s] (%s) %s\n", NORM_MODE_NAMES[mode], how, f == 0 ? "PASSED" : "FAILED");
+            failures += f;
+        }
     }
     printf(failures == 0 ? "all checks passed\n" : "%d checks FAILED\n", failures);
     return failures == 0 ? 0 : 1;

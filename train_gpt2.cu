@@ -558,13 +558,15 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
 
 // The fused GELU epilogues can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the GELU
 // kernels above run instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
+// (test_gpt2cu also sets gelu_fusion to 0 itself, to check both paths.)
+static int gelu_fusion = -1;  // -1: not decided yet
+
 static int gelu_fusion_enabled(void) {
-    static int enabled = -1;
-    if (enabled < 0) {
+    if (gelu_fusion < 0) {
         const char* v = getenv("TRAIN_GPT2CU_NO_GELU_FUSION");
-        enabled = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
+        gelu_fusion = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
     }
-    return enabled;
+    return gelu_fusion;
 }
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
