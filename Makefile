@@ -36,10 +36,57 @@ test-parity: test_gpt2
 test-corrupt: test_gpt2
 	bash tests/test_corrupt_dump.sh ./test_gpt2
 
+# ----------------------------------------------------------------------------
+# CUDA trainer and its test (nvcc + cuBLASLt). Compiles without a GPU; runs only with one.
+#   make train_gpt2cu test_gpt2cu                 bf16 build for Hopper (sm_90)
+#   make train_gpt2cu PRECISION=FP32              fp32 build (floatX = float, no TF32) for parity checks
+#   make train_gpt2cu GPU_ARCH=80                 another GPU generation (A100: 80, H100: 90)
+#   make train_gpt2cu_fp32 test_gpt2cu_fp32       the fp32 build under its own names
+#   make check-cuda                               builds all four, runs the tests (they skip without a GPU)
+# No --use_fast_math: its expf/tanhf approximations would loosen the parity with PyTorch.
+NVCC ?= nvcc
+GPU_ARCH ?= 90
+PRECISION ?= BF16
+NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) \
+	-gencode arch=compute_$(GPU_ARCH),code=compute_$(GPU_ARCH) -DGPU_ARCH_BUILT=$(GPU_ARCH) \
+	-Xcompiler -Wall,-Wextra
+NVCC_LDLIBS = -lcublasLt -lcublas
+ifeq ($(PRECISION),FP32)
+  PRECISION_FLAGS = -DENABLE_FP32
+else ifneq ($(PRECISION),BF16)
+  $(error PRECISION must be BF16 or FP32, not $(PRECISION))
+endif
+CUDA_SOURCES = train_gpt2.cu siamese.cuh $(COMMON_HEADERS)
+
+# rebuild the CUDA binaries when PRECISION or GPU_ARCH change
+.cuda_flags: FORCE
+	@echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' | cmp -s - $@ || echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' > $@
+
+train_gpt2cu: $(CUDA_SOURCES) .cuda_flags
+	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+
+test_gpt2cu: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
+	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+
+train_gpt2cu_fp32: $(CUDA_SOURCES) .cuda_flags
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+
+test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+
+check-cuda:
+	@if command -v $(NVCC) > /dev/null 2>&1; then \
+		$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 && \
+		./test_gpt2cu && ./test_gpt2cu_fp32; \
+	else echo "check-cuda: skipped: $(NVCC) not found (CUDA trainer not built)"; fi
+
+.PHONY: check-cuda FORCE
+FORCE:
+
 -include tests/tests.mk
 
-test: test-parity test-corrupt test-data
+test: test-parity test-corrupt test-data check-cuda
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags
 	rm -rf tests/bin

@@ -1018,12 +1018,7 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 #include "common/logger.h"
 #include "common/state.h"
 #include "common/tokenizer.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "common/train_common.h"  // now_seconds, nan_injected_at
 
 static float evaluate(GPT2* m, DataLoader* loader, int batches) {
     dataloader_reset(loader);
@@ -1060,22 +1055,6 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     token_printer_flush(&tp);
     printf("\n---\n");
     free(seq);
-}
-
-// A debugging aid for the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS="3,5-9" makes the
-// gradients of those (1-based) steps NaN, as an overflow in a real run would.
-static int nan_injected_at(int step) {
-    const char* spec = getenv("TRAIN_GPT2_NAN_STEPS");
-    while (spec && *spec) {
-        char* end;
-        long lo = strtol(spec, &end, 10), hi = lo;
-        if (end == spec) { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-        if (*end == '-') { spec = end + 1; hi = strtol(spec, &end, 10); }
-        if (step >= lo && step <= hi) { return 1; }
-        spec = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0') { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-    }
-    return 0;
 }
 
 // writes the checkpoint pair of `st->step` (state first, model second: common/state.h)

@@ -1,0 +1,1661 @@
+/*
+train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
+
+What this trains. The same model as train_gpt2.c (read its header and SIAMESENORM.md first): a
+GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
+that share every attention and MLP block). This file is the GPU version of that CPU reference,
+with the same structure, the same command line, the same checkpoints and the same step line
+(plus MFU). The two-stream kernels of SiameseNorm live in siamese.cuh, which reads as a tutorial
+of its own; it is included below where the forward pass first needs it.
+
+Precision (the default BF16 build):
+  - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
+    working copy that the forward and backward passes read; a copy-down kernel refreshes the
+    working copy after every AdamW step;
+  - activations (the streams, LN outputs, qkv, attention probabilities, MLP hidden, logits): bf16;
+  - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
+    of every LayerNorm input are fp32 too (they are sums over many layers);
+  - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient
+    norm, the column sums that give bias and LayerNorm parameter gradients.
+`make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
+cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
+
+Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
+added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
+(GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
+(DGELU). If the library offers no algorithm for a fused GELU epilogue we fall back to a separate
+GELU kernel (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a deterministic column-sum kernel (not the BGRADB
+epilogue: that one overwrites, and gradient accumulation needs +=). Attention uses batched
+cuBLASLt matmuls for q.k^T and att.v with a causal softmax kernel in between.
+
+Determinism. Every kernel here computes each output element in a fixed order: no atomics
+anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first).
+So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm choices;
+cuBLASLt itself is deterministic for a given algorithm and workspace (we never use split-k
+atomics modes explicitly; the heuristic's choice could in principle differ between library
+versions or GPUs).
+
+How to read this file: Part 1 holds the kernels in forward order, each with its backward next to
+it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 the training
+loop. Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+#include <cublas_api.h>
+#include "common/utils.h"
+#include "common/params.h"
+#include "common/args.h"
+#include "common/rng.h"
+
+// ============================================================================
+// Part 0: precision, error checks, small device helpers
+// ============================================================================
+
+#ifdef ENABLE_FP32
+typedef float floatX;
+#define CUDA_R_X CUDA_R_32F
+#define PRECISION_NAME "fp32"
+// H100 SXM dense fp32 (no tensor cores) peak, for the MFU of the FP32 build
+#define PEAK_FLOPS 67e12
+#else
+typedef __nv_bfloat16 floatX;
+#define CUDA_R_X CUDA_R_16BF
+#define PRECISION_NAME "bf16"
+// H100 SXM dense bf16 tensor-core peak (989 TFLOP/s), the denominator of MFU
+#define PEAK_FLOPS 989e12
+#endif
+
+// the architecture the Makefile compiled for (GPU_ARCH), to say so clearly on an older GPU
+#ifndef GPU_ARCH_BUILT
+#define GPU_ARCH_BUILT 0
+#endif
+
+static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
+    if (err != cudaSuccess) { fatal("CUDA: %s (%s at %s:%d)", cudaGetErrorString(err), call, file, line); }
+}
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+// after every kernel launch: a bad launch configuration is reported where it happened
+#define cudaCheckLaunch() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
+    if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }
+}
+#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
+
+// Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
+static int cuda_device_usable(char* msg, size_t cap) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
+        return 0;
+    }
+    if (n == 0) {
+        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount found none)");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    err = cudaGetDeviceProperties(&prop, 0);
+    if (err != cudaSuccess) {
+        snprintf(msg, cap, "cannot query CUDA device 0 (%s)", cudaGetErrorString(err));
+        return 0;
+    }
+    int cc = prop.major * 10 + prop.minor;
+#ifndef ENABLE_FP32
+    if (cc < 80) {
+        snprintf(msg, cap, "GPU %s has compute capability %d.%d; bf16 needs 8.0 or newer (build with PRECISION=FP32)",
+                 prop.name, prop.major, prop.minor);
+        return 0;
+    }
+#endif
+    if (GPU_ARCH_BUILT > 0 && cc < GPU_ARCH_BUILT) {
+        snprintf(msg, cap, "GPU %s has compute capability %d.%d but this binary was built for sm_%d (rebuild with make GPU_ARCH=%d)",
+                 prop.name, prop.major, prop.minor, GPU_ARCH_BUILT, cc);
+        return 0;
+    }
+    snprintf(msg, cap, "%s (compute capability %d.%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / 1073741824.0);
+    return 1;
+}
+
+static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, offset); }
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) { v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
+    return v;
+}
+
+// Row kernels give each row of a (N, C) tensor to one warp: lane i handles columns i, i+32, ...
+// and warp shuffles combine the per-lane partial sums (in fp32).
+#define ROW_WARPS 8  // warps per block of a row kernel (256 threads)
+
+static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
+
+__device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
+
+// dst = src converted to floatX: the copy-down of fp32 master weights, and fp32 -> floatX gradients
+__global__ void cast_to_x_kernel(floatX* dst, const float* src, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { dst[i] = (floatX)src[i]; }
+}
+
+static void cast_to_x(floatX* dst, const float* src, size_t n) {
+    if (n == 0) { return; }
+    cast_to_x_kernel<<<ceil_div((long)n, 256), 256>>>(dst, src, n);
+    cudaCheckLaunch();
+}
+
+// ============================================================================
+// Part 1: the layers, in forward order
+// ============================================================================
+
+// ----------------------------------------------------------------------------
+// embedding: e[b,t] = wte[token] + wpe[t]. One thread per output element. In siamese mode the
+// same values also start stream Y (out2).
+
+__global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tokens, const floatX* wte,
+                                       const floatX* wpe, int BT, int T, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)BT * C) { return; }
+    int bt = (int)(i / C), c = (int)(i % C);
+    float e = (float)wte[(size_t)tokens[bt] * C + c] + (float)wpe[(size_t)(bt % T) * C + c];
+    out[i] = (floatX)e;
+    if (out2) { out2[i] = (floatX)e; }
+}
+
+// The backward pass scatter-adds each row of dL/de into wte[token] and wpe[t]. A token can appear
+// many times in a batch, so instead of atomics the host groups the positions by token (a counting
+// sort, see gpt2_prepare_buckets): block k owns the k-th distinct token and sums its positions in
+// increasing order, so the result is deterministic. dy (siamese: stream Y's gradient) is added.
+__global__ void wte_backward_kernel(float* dwte, const float* dx, const float* dy, const int* bucket_token,
+                                    const int* bucket_start, const int* bucket_pos, int C) {
+    int k = blockIdx.x;
+    float* dst = dwte + (size_t)bucket_token[k] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float sum = 0.0f;
+        for (int p = bucket_start[k]; p < bucket_start[k + 1]; p++) {
+            size_t o = (size_t)bucket_pos[p] * C + c;
+            sum += dx[o] + (dy ? dy[o] : 0.0f);
+        }
+        dst[c] += sum;
+    }
+}
+
+// dwpe[t][c] += sum over b of dL/de[b][t][c]: one thread per (t, c), b in order
+__global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* dy, int B, int T, int C) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * C) { return; }
+    float sum = 0.0f;
+    for (int b = 0; b < B; b++) {
+        size_t o = (size_t)b * T * C + i;
+        sum += dx[o] + (dy ? dy[o] : 0.0f);
+    }
+    dwpe[i] += sum;
+}
+
+// ----------------------------------------------------------------------------
+// LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5).
+// One warp per row, two passes over the row (mean, then the variance around it) in fp32. The
+// forward saves mean and rstd; the backward recomputes xhat = (x - mean) * rstd from x.
+
+// mean and rstd of one row (every lane gets them)
+__device__ __forceinline__ float2 ln_row_stats(const floatX* x, int C, int lane) {
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += 32) { sum += (float)x[i]; }
+    float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += 32) { float d = (float)x[i] - mean; sq += d * d; }
+    float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
+    return make_float2(mean, rstd);
+}
+
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
+                                         const floatX* b, int N, int C) {
+    int r = warp_row(), lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    const floatX* x = inp + (size_t)r * C;
+    float2 st = ln_row_stats(x, C, lane);
+    floatX* o = out + (size_t)r * C;
+    for (int i = lane; i < C; i += 32) { o[i] = (floatX)(((float)x[i] - st.x) * st.y * (float)w[i] + (float)b[i]); }
+    if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
+}
+
+static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
+                              int N, int C) {
+    layernorm_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    cudaCheckLaunch();
+}
+
+// Backward of one row. With g = w * dout and xhat as above:
+//     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// ln_backward_means returns (mean(g), mean(g * xhat)); every lane gets them.
+__device__ __forceinline__ float2 ln_backward_means(const float* dout, const floatX* x, const floatX* w, float mean,
+                                                    float rstd, int C, int lane) {
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float g = (float)w[i] * dout[i];
+        m1 += g;
+        m2 += g * ((float)x[i] - mean) * rstd;
+    }
+    return make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
+}
+
+__device__ __forceinline__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, float2 means) {
+    return (w * dout - means.x - (x - mean) * rstd * means.y) * rstd;
+}
+
+// dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate = 1); dinp may be dout itself
+// (each lane reads its elements of dout before writing the same elements). dinp_x, when given,
+// receives a floatX copy of the result (the next matmul's input).
+__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
+                                          const floatX* w, const float* mean, const float* rstd, int N, int C,
+                                          int accumulate) {
+    int r = warp_row(), lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    size_t o = (size_t)r * C;
+    float mu = mean[r], rs = rstd[r];
+    float2 means = ln_backward_means(dout + o, inp + o, w, mu, rs, C, lane);
+    for (int i = lane; i < C; i += 32) {
+        float d = ln_backward_value(dout[o + i], (float)inp[o + i], (float)w[i], mu, rs, means);
+        if (accumulate) { d += dinp[o + i]; }
+        dinp[o + i] = d;
+        if (dinp_x) { dinp_x[o + i] = (floatX)d; }
+    }
+}
+
+// Parameter gradients are sums over all rows: column sums. column_grads_kernel computes, for up
+// to three jobs at once (blockIdx.y picks the job),
+//     dw[c] += sum_r dout[r][c] * xhat[r][c]      (LayerNorm weight; skipped when inp is NULL)
+//     db[c] += sum_r dout[r][c]                   (LayerNorm bias, or a linear layer's bias)
+// A block owns 32 columns; its 32 x 32 threads walk the rows 32 apart (coalesced: a warp reads
+// 32 neighbouring columns of one row) and the 32 partial sums of each column are added in a
+// fixed order through shared memory. No atomics: deterministic.
+template <typename Td>
+struct ColumnJob {
+    float* dw;          // NULL for a bias-only job
+    float* db;
+    const Td* dout;     // (N, C)
+    const floatX* inp;  // (N, C) the LayerNorm input, NULL for a bias
+    const float* mean;  // (N)
+    const float* rstd;  // (N)
+};
+template <typename Td>
+struct ColumnJobs {
+    ColumnJob<Td> job[3];
+};
+
+#define COLUMN_TILE 32
+
+template <typename Td>
+__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C) {
+    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    float sw = 0.0f, sb = 0.0f;
+    if (c < C) {
+        for (int r = threadIdx.y; r < N; r += COLUMN_TILE) {
+            float d = (float)j.dout[(size_t)r * C + c];
+            sb += d;
+            if (j.inp) { sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r]; }
+        }
+    }
+    __shared__ float part_w[COLUMN_TILE][COLUMN_TILE + 1], part_b[COLUMN_TILE][COLUMN_TILE + 1];
+    part_w[threadIdx.y][threadIdx.x] = sw;
+    part_b[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int k = 0; k < COLUMN_TILE; k++) { tw += part_w[k][threadIdx.x]; tb += part_b[k][threadIdx.x]; }
+        if (j.dw) { j.dw[c] += tw; }
+        j.db[c] += tb;
+    }
+}
+
+template <typename Td>
+static void column_grads(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
+    dim3 grid(ceil_div(C, COLUMN_TILE), njobs), block(COLUMN_TILE, COLUMN_TILE);
+    column_grads_kernel<Td><<<grid, block>>>(jobs, N, C);
+    cudaCheckLaunch();
+}
+
+static ColumnJob<float> ln_job(float* dw, float* db, const float* dout, const floatX* inp, const float* mean,
+                               const float* rstd) {
+    ColumnJob<float> j = {dw, db, dout, inp, mean, rstd};
+    return j;
+}
+
+// plain LayerNorm backward: dw, db += the parameter gradients; dinp = or += dL/dinp (see the kernel)
+static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
+                               const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
+    ColumnJobs<float> jobs = {};
+    jobs.job[0] = ln_job(dw, db, dout, inp, mean, rstd);
+    column_grads(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
+    layernorm_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// the two-stream (siamese) kernels: see siamese.cuh
+
+#include "siamese.cuh"
+
+// pre and post mode: the plain residual add out = x + z
+__global__ void residual_forward_kernel(floatX* out, const floatX* x, const floatX* z, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { out[i] = (floatX)((float)x[i] + (float)z[i]); }
+}
+
+static void residual_forward(floatX* out, const floatX* x, const floatX* z, size_t n) {
+    residual_forward_kernel<<<ceil_div((long)n, 256), 256>>>(out, x, z, n);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// matmul through cuBLASLt.
+//
+// cuBLASLt, like all of BLAS, is column-major: a col-major (m x n) matrix with leading dimension ld
+// stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
+// (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
+// TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
+// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC):
+//
+//   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
+//             W's bytes are W^T (C x OC), so A = W with op T (lda = C); inp's bytes are inp^T,
+//             so B = inp with op N (ldb = C); D = out^T (ldd = OC); m = OC, n = BT, k = C.
+//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i. Good.
+//   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
+//             A = W op N (lda = C), B = dout op N (ldb = OC), ldd = C; m = C, n = BT, k = OC.
+//   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
+//             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
+//             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
+//
+// matmul_lt is the one call behind all of these (and the batched attention products): it builds
+// the descriptors, asks the heuristic for the best algorithm and runs it. It returns 0 (and runs
+// nothing) only when allow_missing is set and no algorithm exists, e.g. for a fused GELU epilogue.
+
+static cublasLtHandle_t lt_handle;
+static void* lt_workspace = NULL;
+static const size_t LT_WORKSPACE_BYTES = 32u << 20;
+// fp32 accumulation in both builds; with fp32 data this is true fp32 (the _FAST_TF32 variant is never used)
+static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;
+
+// the largest power of two (at most 256) that divides both the address and the batch stride in bytes
+static uint32_t lt_alignment(const void* p, long long stride_bytes) {
+    uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)stride_bytes | 256u;
+    return (uint32_t)(v & (~v + 1));
+}
+
+typedef struct {
+    int m, n, k;
+    int transa, transb;
+    const floatX* A;
+    int lda;
+    long long stride_a;
+    const floatX* B;
+    int ldb;
+    long long stride_b;
+    void* D;               // also C (beta accumulates into D)
+    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
+    int ldd;
+    long long stride_d;
+    int batch;             // 1 for an ordinary matmul
+    float alpha, beta;
+    cublasLtEpilogue_t epilogue;
+    const void* bias;       // EPILOGUE_BIAS, GELU_AUX_BIAS
+    void* aux;              // GELU_AUX_BIAS (written), DGELU (read): the GELU pre-activation
+    int ld_aux;
+} MatmulSpec;
+
+// D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
+static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
+                              int ldb, void* D, int ldd) {
+    // fields in declaration order: no strides, batch 1, alpha 1, beta 0, no epilogue
+    MatmulSpec s = {m, n, k, transa, transb, A, lda, 0, B, ldb, 0, D, CUDA_R_X, ldd, 0, 1, 1.0f, 0.0f,
+                    CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
+    return s;
+}
+
+static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int rows, int cols, int ld, int batch,
+                      long long stride) {
+    cublasCheck(cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld));
+    if (batch > 1) {
+        int32_t count = batch;
+        int64_t offset = stride;
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
+                                                     sizeof(offset)));
+    }
+}
+
+static int matmul_fp32_out_fallback(const MatmulSpec* s);
+
+static int matmul_lt(const MatmulSpec* s, int allow_missing) {
+    cublasLtMatmulDesc_t desc;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, LT_COMPUTE, CUDA_R_32F));
+    cublasOperation_t ta = s->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtEpilogue_t epi = s->epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (s->bias) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s->bias, sizeof(s->bias)));
+    }
+    if (s->aux) {
+        int64_t ld_aux = s->ld_aux;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &s->aux, sizeof(s->aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+    }
+    // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
+    cublasLtMatrixLayout_t la, lb, ld;
+    lt_layout(&la, CUDA_R_X, s->transa ? s->k : s->m, s->transa ? s->m : s->k, s->lda, s->batch, s->stride_a);
+    lt_layout(&lb, CUDA_R_X, s->transb ? s->n : s->k, s->transb ? s->k : s->n, s->ldb, s->batch, s->stride_b);
+    lt_layout(&ld, s->d_type, s->m, s->n, s->ldd, s->batch, s->stride_d);
+
+    // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
+    size_t xs = sizeof(floatX), ds = s->d_type == CUDA_R_32F ? 4 : sizeof(floatX);
+    uint32_t align_a = lt_alignment(s->A, s->batch > 1 ? s->stride_a * (long long)xs : 0);
+    uint32_t align_b = lt_alignment(s->B, s->batch > 1 ? s->stride_b * (long long)xs : 0);
+    uint32_t align_d = lt_alignment(s->D, s->batch > 1 ? s->stride_d * (long long)ds : 0);
+    uint64_t ws = LT_WORKSPACE_BYTES;
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, 1, &result, &found);
+    if (st != CUBLAS_STATUS_SUCCESS) { found = 0; }
+    if (found) {
+        cublasCheck(cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
+                                   &result.algo, lt_workspace, LT_WORKSPACE_BYTES, 0));
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    if (!found && !allow_missing && matmul_fp32_out_fallback(s)) { return 1; }
+    if (!found && !allow_missing) {
+        fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k,
+              s->batch, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", cublasGetStatusString(st));
+    }
+    return found;
+}
+
+// The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
+// cuBLASLt documents. Should a library version offer no algorithm for one, this fallback computes
+// the product into a bf16 buffer (allocated once, at the first use, for the largest such output:
+// lt_fallback_elems, set by gpt2_allocate) and adds it to the fp32 output with a kernel. It says so
+// once, since it costs accuracy.
+static floatX* lt_fallback = NULL;
+static size_t lt_fallback_elems = 0;
+
+__global__ void accumulate_fp32_kernel(float* d, const floatX* src, float beta, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { d[i] = (beta != 0.0f ? beta * d[i] : 0.0f) + (float)src[i]; }
+}
+
+static int matmul_fp32_out_fallback(const MatmulSpec* s) {
+    size_t n = (size_t)s->m * s->n;
+    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->batch != 1 || s->ldd != s->m ||
+        s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || s->alpha != 1.0f || n > lt_fallback_elems) {
+        return 0;
+    }
+    if (lt_fallback == NULL) {
+        printf("note: cuBLASLt offers no bf16 x bf16 -> fp32 matmul here; using a bf16 output plus an fp32 add\n");
+        cudaCheck(cudaMalloc((void**)&lt_fallback, lt_fallback_elems * sizeof(floatX)));
+    }
+    MatmulSpec t = *s;
+    t.D = lt_fallback;
+    t.d_type = CUDA_R_X;
+    t.beta = 0.0f;
+    matmul_lt(&t, 0);
+    accumulate_fp32_kernel<<<ceil_div((long)n, 256), 256>>>((float*)s->D, lt_fallback, s->beta, n);
+    cudaCheckLaunch();
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Used only when
+// cuBLASLt offers no fused GELU epilogue for a shape (see matmul_forward / matmul_backward_input).
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float x = (float)inp[i];
+    out[i] = (floatX)(0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x))));
+}
+
+// d = d * GELU'(inp), in place
+__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float x = (float)inp[i];
+    float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+    float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+    d[i] = (floatX)((float)d[i] * (0.5f * (1.0f + th) + 0.5f * x * dth));
+}
+
+// ----------------------------------------------------------------------------
+// the linear layers (derivations in the matmul comment above)
+
+// The fused GELU epilogues can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the GELU
+// kernels above run instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
+// (test_gpt2cu also sets gelu_fusion to 0 itself, to check both paths.)
+static int gelu_fusion = -1;  // -1: not decided yet
+
+static int gelu_fusion_enabled(void) {
+    if (gelu_fusion < 0) {
+        const char* v = getenv("TRAIN_GPT2CU_NO_GELU_FUSION");
+        gelu_fusion = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
+    }
+    return gelu_fusion;
+}
+
+// out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
+// receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC,
+                           floatX* gelu_pre) {
+    MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
+    s.bias = bias;
+    s.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (gelu_pre) {
+        MatmulSpec fused = s;
+        fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        fused.aux = gelu_pre;
+        fused.ld_aux = OC;
+        if (bias && gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        s.D = gelu_pre;
+        matmul_lt(&s, 0);
+        gelu_forward_kernel<<<ceil_div((long)BT * OC, 256), 256>>>(out, gelu_pre, (size_t)BT * OC);
+        cudaCheckLaunch();
+        return;
+    }
+    matmul_lt(&s, 0);
+}
+
+// dinp = dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre, the
+// layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
+static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
+                                  int BT, int C, int OC, const floatX* gelu_pre) {
+    MatmulSpec s = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
+    s.d_type = dinp_type;
+    s.beta = beta;
+    if (gelu_pre) {
+        if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
+        MatmulSpec fused = s;
+        fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        fused.aux = (void*)gelu_pre;
+        fused.ld_aux = C;
+        if (gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        matmul_lt(&s, 0);
+        gelu_backward_kernel<<<ceil_div((long)BT * C, 256), 256>>>((floatX*)dinp, gelu_pre, (size_t)BT * C);
+        cudaCheckLaunch();
+        return;
+    }
+    matmul_lt(&s, 0);
+}
+
+// dW += dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when given
+static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC) {
+    MatmulSpec s = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
+    s.d_type = CUDA_R_32F;
+    s.beta = 1.0f;
+    matmul_lt(&s, 0);
+    if (dbias) {
+        ColumnJobs<floatX> jobs = {};
+        jobs.job[0].db = dbias;
+        jobs.job[0].dout = dout;
+        column_grads(jobs, 1, BT, OC);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
+// Per (b, head): preatt = q k^T (T x T), att = causal softmax(preatt / sqrt(HS)), y = att v.
+//
+// The heads are first permuted into (B, NH, T, HS) so each (b, head) is a contiguous T x HS
+// block; then q k^T and att v are strided-batched cuBLASLt matmuls over the B*NH heads. The
+// row-major products map to column-major calls exactly like the linear layers:
+//   preatt = q . k^T      as "out = inp . W^T" with inp = q, W = k:   A = k (op T), B = q
+//   y      = att . v      col-major y^T = v^T att^T:                 A = v (op N), B = att (op N)
+//   datt   = dy . v^T     as preatt:                                  A = v (op T), B = dy
+//   dv     = att^T . dy   as "dW = dout^T . inp":                     A = dy (op N), B = att (op T)
+//   dq     = dpre . k     as y:                                       A = k (op N), B = dpre (op N)
+//   dk     = dpre^T . q   as dv:                                      A = q (op N), B = dpre (op T)
+// att (the probabilities, zero above the diagonal) is kept per layer for the backward pass.
+
+// Element i of a (B, NH, T, HS) head tensor lives in a row-major (B, T, row_len) tensor at this
+// offset (head h occupies channels h*HS .. h*HS + HS - 1 of the row)
+__device__ __forceinline__ size_t head_to_row_offset(size_t i, int T, int NH, int HS, size_t row_len) {
+    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
+    return (b * T + t) * row_len + h * HS + c;
+}
+
+// (B, T, 3, NH, HS) <-> three (B, NH, T, HS) tensors; to_heads = 0 goes back (the backward pass)
+__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, floatX* qkv, int B, int T, int NH, int HS,
+                                   int to_heads) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * NH * T * HS) { return; }
+    size_t C = (size_t)NH * HS;
+    floatX* row = qkv + head_to_row_offset(i, T, NH, HS, 3 * C);
+    if (to_heads) {
+        q[i] = row[0];
+        k[i] = row[C];
+        v[i] = row[2 * C];
+    } else {
+        row[0] = q[i];
+        row[C] = k[i];
+        row[2 * C] = v[i];
+    }
+}
+
+// (B, NH, T, HS) <-> (B, T, NH*HS); to_rows = 1 goes to rows (forward), 0 back to heads
+__global__ void permute_heads_kernel(floatX* rows, floatX* heads, int B, int T, int NH, int HS, int to_rows) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * NH * T * HS) { return; }
+    size_t r = head_to_row_offset(i, T, NH, HS, (size_t)NH * HS);
+    if (to_rows) { rows[r] = heads[i]; } else { heads[i] = rows[r]; }
+}
+
+// att[row] = softmax over t2 <= t of preatt[row][t2] * scale, zero for t2 > t. One warp per row
+// (b, head, t), max and sum in fp32.
+__global__ void softmax_forward_kernel(floatX* att, const floatX* preatt, int rows, int T, float scale) {
+    int r = warp_row(), lane = threadIdx.x % 32;
+    if (r >= rows) { return; }
+    int t = r % T;
+    const floatX* p = preatt + (size_t)r * T;
+    floatX* a = att + (size_t)r * T;
+    float maxval = -INFINITY;
+    for (int i = lane; i <= t; i += 32) { maxval = fmaxf(maxval, (float)p[i] * scale); }
+    maxval = warp_max(maxval);
+    float sum = 0.0f;
+    for (int i = lane; i <= t; i += 32) { sum += expf((float)p[i] * scale - maxval); }
+    float inv = 1.0f / warp_sum(sum);
+    for (int i = lane; i < T; i += 32) { a[i] = (floatX)(i <= t ? expf((float)p[i] * scale - maxval) * inv : 0.0f); }
+}
+
+// through the softmax and the scale: dpre[t2] = att[t2] (datt[t2] - sum_j att[j] datt[j]) * scale.
+// In place (d holds datt on entry, dpre on exit); one warp per row.
+__global__ void softmax_backward_kernel(floatX* d, const floatX* att, int rows, int T, float scale) {
+    int r = warp_row(), lane = threadIdx.x % 32;
+    if (r >= rows) { return; }
+    int t = r % T;
+    floatX* dr = d + (size_t)r * T;
+    const floatX* a = att + (size_t)r * T;
+    float sum = 0.0f;
+    for (int i = lane; i <= t; i += 32) { sum += (float)a[i] * (float)dr[i]; }
+    sum = warp_sum(sum);
+    for (int i = lane; i < T; i += 32) {
+        dr[i] = (floatX)(i <= t ? (float)a[i] * ((float)dr[i] - sum) * scale : 0.0f);
+    }
+}
+
+// the scratch buffers attention needs besides its saved activations (all (B, NH, T, HS) or (B, NH, T, T))
+typedef struct {
+    floatX *q, *k, *v;  // the heads of the current layer
+    floatX* preatt;     // (B, NH, T, T); in the backward pass it holds datt, then dpre
+    floatX* y;          // (B, NH, T, HS) att . v before the heads go back into rows; dy backward
+    floatX *dq, *dk, *dv;
+} AttentionScratch;
+
+// a batched (B*NH heads) matmul between head-shaped tensors; arguments as in matmul_spec, plus strides
+static void head_matmul(floatX* D, int m, int n, int k, const floatX* A, int transa, int lda, long long sa, const floatX* Bm,
+                        int transb, int ldb, long long sb, int ldd, long long sd, int heads) {
+    MatmulSpec s = matmul_spec(m, n, k, A, transa, lda, Bm, transb, ldb, D, ldd);
+    s.stride_a = sa;
+    s.stride_b = sb;
+    s.stride_d = sd;
+    s.batch = heads;
+    matmul_lt(&s, 0);
+}
+
+static void attention_forward(floatX* out, floatX* att, floatX* qkv, AttentionScratch* sc, int B, int T, int C, int NH) {
+    int HS = C / NH, heads = B * NH, rows = B * NH * T;
+    long long sth = (long long)T * HS, stt = (long long)T * T;
+    int blocks = ceil_div((long)B * T * C, 256);
+    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);
+    cudaCheckLaunch();
+    head_matmul(sc->preatt, T, T, HS, sc->k, 1, HS, sth, sc->q, 0, HS, sth, T, stt, heads);  // q . k^T
+    softmax_forward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(att, sc->preatt, rows, T, 1.0f / sqrtf((float)HS));
+    cudaCheckLaunch();
+    head_matmul(sc->y, HS, T, T, sc->v, 0, HS, sth, att, 0, T, stt, HS, sth, heads);  // att . v
+    permute_heads_kernel<<<blocks, 256>>>(out, sc->y, B, T, NH, HS, 1);
+    cudaCheckLaunch();
+}
+
+// dqkv = the gradient of qkv (overwritten) given dout = dL/d(attention output rows)
+static void attention_backward(floatX* dqkv, floatX* dout, floatX* qkv, const floatX* att, AttentionScratch* sc, int B,
+                               int T, int C, int NH) {
+    int HS = C / NH, heads = B * NH, rows = B * NH * T;
+    long long sth = (long long)T * HS, stt = (long long)T * T;
+    int blocks = ceil_div((long)B * T * C, 256);
+    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);  // this layer's heads again
+    cudaCheckLaunch();
+    permute_heads_kernel<<<blocks, 256>>>(dout, sc->y, B, T, NH, HS, 0);  // dy in head layout
+    cudaCheckLaunch();
+    floatX* datt = sc->preatt;
+    head_matmul(datt, T, T, HS, sc->v, 1, HS, sth, sc->y, 0, HS, sth, T, stt, heads);   // datt = dy . v^T
+    head_matmul(sc->dv, HS, T, T, sc->y, 0, HS, sth, att, 1, T, stt, HS, sth, heads);   // dv = att^T . dy
+    softmax_backward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(datt, att, rows, T, 1.0f / sqrtf((float)HS));
+    cudaCheckLaunch();
+    head_matmul(sc->dq, HS, T, T, sc->k, 0, HS, sth, datt, 0, T, stt, HS, sth, heads);  // dq = dpre . k
+    head_matmul(sc->dk, HS, T, T, sc->q, 0, HS, sth, datt, 1, T, stt, HS, sth, heads);  // dk = dpre^T . q
+    permute_qkv_kernel<<<blocks, 256>>>(sc->dq, sc->dk, sc->dv, dqkv, B, T, NH, HS, 0);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// the fused classifier: softmax cross-entropy over the V real entries of each logits row (the
+// entries V..Vp-1 are padding), one block per row. Each thread keeps an online (max, sum of
+// exp) over its strided entries, the block merges them in fp32, and then
+//     loss[row] = logsumexp - logit[target]
+// and, with write_grad, the row is overwritten IN PLACE by its gradient
+//     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
+// so the probabilities never exist as a tensor. The forward pass calls it without write_grad
+// (the logits stay inspectable), the backward pass with it (recomputing the row statistics).
+
+#define CLASSIFIER_THREADS 512
+
+// merges a (max, sum of exp(v - max)) pair into another; an empty pair has max = -inf
+__device__ __forceinline__ void softmax_merge(float* m, float* s, float m2, float s2) {
+    float mn = fmaxf(*m, m2);
+    if (mn == -INFINITY) { return; }
+    *s = *s * expf(*m - mn) + s2 * expf(m2 - mn);
+    *m = mn;
+}
+
+__global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
+                                  int write_grad) {
+    int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    floatX* l = logits + (size_t)row * Vp;
+    int target = targets[row];
+    float target_logit = (float)l[target];  // read before any thread may overwrite the row
+    float m = -INFINITY, s = 0.0f;
+    for (int i = tid; i < V; i += blockDim.x) { softmax_merge(&m, &s, (float)l[i], 1.0f); }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        softmax_merge(&m, &s, m2, s2);
+    }
+    __shared__ float wm[CLASSIFIER_THREADS / 32], wsum[CLASSIFIER_THREADS / 32];
+    if (lane == 0) { wm[warp] = m; wsum[warp] = s; }
+    __syncthreads();
+    m = -INFINITY;
+    s = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) { softmax_merge(&m, &s, wm[w], wsum[w]); }  // same order in every thread
+    float lse = m + logf(s);
+    if (tid == 0) { losses[row] = lse - target_logit; }
+    if (!write_grad) { return; }
+    for (int i = tid; i < Vp; i += blockDim.x) {
+        float g = i < V ? expf((float)l[i] - lse) * dloss : 0.0f;
+        if (i == target) { g -= dloss; }
+        l[i] = (floatX)g;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// optimizer kernels
+
+// partial sums of squares of the fp32 gradients, one per block over a fixed grid; the host adds
+// the NORM_BLOCKS partials in order (in double): deterministic.
+#define NORM_BLOCKS 512
+#define NORM_THREADS 512
+
+__global__ void sumsq_kernel(float* partials, const float* g, size_t n) {
+    float sum = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        sum += g[i] * g[i];
+    }
+    sum = warp_sum(sum);
+    __shared__ float ws[NORM_THREADS / 32];
+    if (threadIdx.x % 32 == 0) { ws[threadIdx.x / 32] = sum; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < NORM_THREADS / 32; w++) { total += ws[w]; }
+        partials[blockIdx.x] = total;
+    }
+}
+
+// AdamW on one tensor, exactly as gpt2_update in train_gpt2.c, then the floatX copy-down
+__global__ void adamw_kernel(float* param, floatX* param_x, const float* grad, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float g = grad[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    float p = param[i];
+    p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
+    param[i] = p;
+    param_x[i] = (floatX)p;
+}
+
+// ============================================================================
+// Part 2: the model
+// ============================================================================
+
+// the parameters, in checkpoint order (common/params.h); siamese-only tensors are empty otherwise.
+// ParameterTensors (float) points into the fp32 master weights or the fp32 gradients,
+// ParameterTensorsX (floatX) into the working copy the kernels read.
+template <typename T>
+struct ParamPtrs {
+    T *wte, *wpe;
+    T *lnx1w, *lnx1b, *lny1w, *lny1b, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    T *lnx2w, *lnx2b, *lny2w, *lny2b, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    T *lnfxw, *lnfxb, *lnfyw, *lnfyb, *lnfw, *lnfb;
+};
+typedef ParamPtrs<float> ParameterTensors;
+typedef ParamPtrs<floatX> ParameterTensorsX;
+static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(float*), "one pointer per tensor");
+
+template <typename T>
+static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    T** ptrs = (T**)p;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// the activations the backward pass needs (floatX), as in train_gpt2.c. k indexes sublayers (2L), l layers.
+typedef struct {
+    floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
+    floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
+    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x)
+    floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
+    floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x)
+    floatX* qkv;       // (L, B, T, 3C)
+    floatX* att;       // (L, B, NH, T, T) attention probabilities
+    floatX* atty;      // (L, B, T, C)    attention output before its projection
+    floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
+    floatX* fch_gelu;  // (L, B, T, 4C)
+    floatX* blockout;  // (2L, B, T, C)   z, the block output
+    floatX* lnfsum;    // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
+    floatX* lnf;       // (B, T, C)       h, the final LN output
+    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in the backward pass
+} ActivationsX;
+#define NUM_ACTS_X ((int)(sizeof(ActivationsX) / sizeof(floatX*)))
+
+// the fp32 statistics and losses
+typedef struct {
+    float* ln_mean;    // (2L, B, T) statistics of the sublayer's main LN (ln1 / ln2)
+    float* ln_rstd;
+    float* lnx_mean;   // (2L, B, T) siamese: statistics of LN(x) and LN(y)
+    float* lnx_rstd;
+    float* lny_mean;
+    float* lny_rstd;
+    float* lnfx_mean;  // (B, T) siamese: statistics of the final LN(x) and LN(y)
+    float* lnfx_rstd;
+    float* lnfy_mean;
+    float* lnfy_rstd;
+    float* lnf_mean;   // (B, T)
+    float* lnf_rstd;
+    float* losses;     // (B, T)
+} ActivationsF;
+#define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
+
+static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
+    size_t BT = (size_t)B * T, S = cfg->norm_mode == NORM_SIAMESE, POST = cfg->norm_mode == NORM_POST;
+    size_t vx[] = {
+        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, (S || POST) * 2 * L * BT * C,
+        !POST * 2 * L * BT * C, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
+        2 * L * BT * C, S * BT * C, BT * C, BT * Vp,
+    };
+    size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
+                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT};
+    static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_ACTS_X, "one size per floatX activation");
+    static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_ACTS_F, "one size per fp32 activation");
+    for (int i = 0; i < NUM_ACTS_X; i++) { sx[i] = vx[i]; }
+    for (int i = 0; i < NUM_ACTS_F; i++) { sf[i] = vf[i]; }
+}
+
+// scratch of the backward pass, reused by every layer: the floatX matmul operands...
+typedef struct {
+    floatX* dz;     // (B, T, C)  dL/dz, the block output gradient
+    floatX* datty;  // (B, T, C)
+    floatX* dqkv;   // (B, T, 3C)
+    floatX* dfch;   // (B, T, 4C) dL/d(MLP pre-activation)
+    floatX *q, *k, *v, *preatt, *y, *dq, *dk, *dv;  // AttentionScratch
+} ScratchX;
+#define NUM_SCRATCH_X ((int)(sizeof(ScratchX) / sizeof(floatX*)))
+
+// ... and the fp32 gradients of the streams and of LayerNorm inputs
+typedef struct {
+    float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
+    float* dy;    // (B, T, C) dL/d(stream Y)
+    float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
+    float* ds;    // (B, T, C) siamese: dL/ds
+    float* da;    // (B, T, C) siamese: dL/da
+} ScratchF;
+#define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
+
+static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
+    size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
+    size_t S = cfg->norm_mode == NORM_SIAMESE;
+    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * C, BT * C, BT * C, (size_t)B * NH * T * T,
+                   BT * C, BT * C, BT * C, BT * C};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C};
+    static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
+    static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
+    for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
+    for (int i = 0; i < NUM_SCRATCH_F; i++) { sf[i] = vf[i]; }
+}
+
+// carves n consecutive device tensors out of one cudaMalloc; each starts 256-byte aligned
+// (cuBLASLt's favourite). Returns the allocation; *total receives the bytes.
+template <typename T>
+static T* cuda_alloc_tensors(T** ptrs, const size_t* sizes, int n, size_t* total, const char* what) {
+    const size_t align = 256 / sizeof(T);
+    size_t sum = 0;
+    for (int i = 0; i < n; i++) { sum += (sizes[i] + align - 1) / align * align; }
+    T* memory = NULL;
+    cudaError_t err = cudaMalloc((void**)&memory, (sum > 0 ? sum : 1) * sizeof(T));
+    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", sum * sizeof(T) / 1048576.0, what); }
+    T* p = memory;
+    for (int i = 0; i < n; i++) { ptrs[i] = p; p += (sizes[i] + align - 1) / align * align; }
+    if (total) { *total = sum * sizeof(T); }
+    return memory;
+}
+
+static void* cuda_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_parameters;
+    float* host_params;            // host fp32: checkpoint load and save
+    float* params_memory;          // device fp32 master weights
+    floatX* params_x_memory;       // device floatX working copy
+    float* grads_memory;           // device fp32
+    float* m_memory;               // device fp32 AdamW first moment
+    float* v_memory;               // device fp32 AdamW second moment
+    ParameterTensors params, grads;
+    ParameterTensorsX params_x;
+    ActivationsX ax;
+    ActivationsF af;
+    floatX* acts_x_memory;
+    float* acts_f_memory;
+    size_t activation_bytes;
+    ScratchX sx;
+    ScratchF sf;
+    floatX* scratch_x_memory;
+    float* scratch_f_memory;
+    size_t scratch_bytes;
+    int batch_size, seq_len;       // the (B, T) the buffers were allocated for
+    int cur_B, cur_T;              // the (B, T) of the last forward pass
+    int* inputs;                   // host (B, T) tokens of the last forward pass
+    int* targets;                  // host (B, T) its targets
+    int* d_inputs;                 // device copies
+    int* d_targets;
+    int has_targets;
+    float mean_loss;               // of the last forward pass with targets
+    float* host_losses;            // (B, T)
+    // the embedding gradient's grouping of positions by token (see wte_backward_kernel)
+    int num_buckets;
+    int* bucket_of_token;          // host (V), -1 when unused
+    int* bucket_token;             // host (BT) the token of each bucket, in order of first appearance
+    int* bucket_start;             // host (BT + 1)
+    int* bucket_pos;               // host (BT) positions, grouped by bucket, increasing within one
+    int* bucket_count;             // host (BT) scratch
+    int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
+    float* d_norm_partials;        // device (NORM_BLOCKS)
+    float* host_norm_partials;
+} GPT2;
+
+// sets the config and allocates the parameters on host and device (not yet initialised)
+static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
+    memset(m, 0, sizeof(*m));
+    m->config = *cfg;
+    fill_param_sizes(m->param_sizes, cfg);
+    m->num_parameters = count_parameters(cfg);
+    m->host_params = (float*)malloc_check(m->num_parameters * sizeof(float), "parameters");
+    m->params_memory = (float*)cuda_malloc_check(m->num_parameters * sizeof(float), "master weights");
+    m->params_x_memory = (floatX*)cuda_malloc_check(m->num_parameters * sizeof(floatX), "working weights");
+    point_parameters(&m->params, m->params_memory, m->param_sizes);
+    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
+}
+
+// host_params -> device master weights -> floatX working copy
+static void gpt2_upload_params(GPT2* m) {
+    cudaCheck(cudaMemcpy(m->params_memory, m->host_params, m->num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+    cast_to_x(m->params_x_memory, m->params_memory, m->num_parameters);
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
+    GPT2Config cfg;
+    FILE* f = checkpoint_open(path, &cfg);
+    gpt2_init_params(m, &cfg);
+    fread_check(m->host_params, sizeof(float), m->num_parameters, f, path);
+    fclose(f);
+    gpt2_upload_params(m);
+}
+
+// fresh initialisation happens on the host with common/params.h, so train_gpt2 and train_gpt2cu
+// start from bit-identical models for the same seed
+static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
+    gpt2_init_params(m, cfg);
+    params_init_fresh(m->host_params, cfg, seed);
+    gpt2_upload_params(m);
+}
+
+// allocates, once, everything training with micro-batches of (B, T) needs
+static void gpt2_allocate(GPT2* m, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    size_t BT = (size_t)B * T, n = m->num_parameters;
+    m->batch_size = B;
+    m->seq_len = T;
+    m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
+    m->m_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW m");
+    m->v_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW v");
+    cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->m_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->v_memory, 0, n * sizeof(float)));
+    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
+    size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
+    fill_activation_sizes(ax, af, cfg, B, T);
+    m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
+    m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
+    m->activation_bytes += bytes;
+    fill_scratch_sizes(sx, sf, cfg, B, T);
+    m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
+    m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
+    m->scratch_bytes += bytes;
+    m->inputs = (int*)malloc_check(BT * sizeof(int), "inputs");
+    m->targets = (int*)malloc_check(BT * sizeof(int), "targets");
+    m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
+    m->d_targets = (int*)cuda_malloc_check(BT * sizeof(int), "targets");
+    m->host_losses = (float*)malloc_check(BT * sizeof(float), "losses");
+    m->bucket_of_token = (int*)malloc_check((size_t)cfg->vocab_size * sizeof(int), "token buckets");
+    for (int i = 0; i < cfg->vocab_size; i++) { m->bucket_of_token[i] = -1; }
+    m->bucket_token = (int*)malloc_check(BT * sizeof(int), "token buckets");
+    m->bucket_start = (int*)malloc_check((BT + 1) * sizeof(int), "token buckets");
+    m->bucket_pos = (int*)malloc_check(BT * sizeof(int), "token buckets");
+    m->bucket_count = (int*)malloc_check(BT * sizeof(int), "token buckets");
+    m->d_buckets = (int*)cuda_malloc_check((3 * BT + 1) * sizeof(int), "token buckets");
+    m->d_norm_partials = (float*)cuda_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
+    m->host_norm_partials = (float*)malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
+    if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
+    // the largest fp32 matmul output: dwte (Vp, C), dfcw (4C, C), or an activation gradient (B*T, C)
+    size_t C = cfg->channels, big = (size_t)cfg->padded_vocab_size * C;
+    if (4 * C * C > big) { big = 4 * C * C; }
+    if (BT * C > big) { big = BT * C; }
+    if (big > lt_fallback_elems) {
+        if (lt_fallback) { cudaCheck(cudaFree(lt_fallback)); lt_fallback = NULL; }  // regrown at its next use
+        lt_fallback_elems = big;
+    }
+}
+
+static void gpt2_free(GPT2* m) {
+    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,     m->m_memory,
+                      m->v_memory,      m->acts_x_memory,   m->acts_f_memory,    m->scratch_x_memory,
+                      m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_buckets,
+                      m->d_norm_partials};
+    void* host[] = {m->host_params,  m->inputs,       m->targets,    m->host_losses,  m->bucket_of_token,
+                    m->bucket_token, m->bucket_start, m->bucket_pos, m->bucket_count, m->host_norm_partials};
+    for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
+}
+
+// groups the positions of the current inputs by token (a counting sort in order of first
+// appearance) and uploads the groups for wte_backward_kernel
+static void gpt2_prepare_buckets(GPT2* m, int BT) {
+    int nb = 0;
+    for (int i = 0; i < BT; i++) {
+        int tok = m->inputs[i];
+        if (m->bucket_of_token[tok] < 0) {
+            m->bucket_of_token[tok] = nb;
+            m->bucket_token[nb] = tok;
+            m->bucket_count[nb] = 0;
+            nb++;
+        }
+        m->bucket_count[m->bucket_of_token[tok]]++;
+    }
+    m->bucket_start[0] = 0;
+    for (int k = 0; k < nb; k++) {
+        m->bucket_start[k + 1] = m->bucket_start[k] + m->bucket_count[k];
+        m->bucket_count[k] = m->bucket_start[k];  // now the fill cursor of bucket k
+    }
+    for (int i = 0; i < BT; i++) { m->bucket_pos[m->bucket_count[m->bucket_of_token[m->inputs[i]]]++] = i; }
+    for (int k = 0; k < nb; k++) { m->bucket_of_token[m->bucket_token[k]] = -1; }
+    m->num_buckets = nb;
+    int* d = m->d_buckets;
+    cudaCheck(cudaMemcpy(d, m->bucket_token, nb * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d + BT, m->bucket_start, (nb + 1) * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d + 2 * BT + 1, m->bucket_pos, BT * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
+template <typename T>
+static SiameseNormsT<T> sublayer_norms(const ParamPtrs<T>* p, int l, int s, int C) {
+    size_t o = (size_t)l * C;
+    SiameseNormsT<T> n;
+    n.xw = (s == 0 ? p->lnx1w : p->lnx2w) + o;
+    n.xb = (s == 0 ? p->lnx1b : p->lnx2b) + o;
+    n.yw = (s == 0 ? p->lny1w : p->lny2w) + o;
+    n.yb = (s == 0 ? p->lny1b : p->lny2b) + o;
+    n.w = (s == 0 ? p->ln1w : p->ln2w) + o;
+    n.b = (s == 0 ? p->ln1b : p->ln2b) + o;
+    return n;
+}
+
+template <typename T>
+static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
+    SiameseNormsT<T> n = {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
+    return n;
+}
+
+static SiameseStats sublayer_stats(const ActivationsF* a, int k, size_t BT) {
+    SiameseStats st = {a->lnx_mean + k * BT, a->lnx_rstd + k * BT, a->lny_mean + k * BT,
+                       a->lny_rstd + k * BT, a->ln_mean + k * BT,  a->ln_rstd + k * BT};
+    return st;
+}
+
+static SiameseStats final_stats(const ActivationsF* a) {
+    SiameseStats st = {a->lnfx_mean, a->lnfx_rstd, a->lnfy_mean, a->lnfy_rstd, a->lnf_mean, a->lnf_rstd};
+    return st;
+}
+
+static AttentionScratch attention_scratch(const ScratchX* s) {
+    AttentionScratch a = {s->q, s->k, s->v, s->preatt, s->y, s->dq, s->dk, s->dv};
+    return a;
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+// the block of sublayer s of layer l: z = Attn_l(u) or z = MLP_l(u)
+static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    ParameterTensorsX* p = &m->params_x;
+    ActivationsX* a = &m->ax;
+    size_t lBT = (size_t)l * BT;
+    if (s == 0) {
+        floatX* qkv = a->qkv + lBT * 3 * C;
+        floatX* atty = a->atty + lBT * C;
+        AttentionScratch sc = attention_scratch(&m->sx);
+        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
+        attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
+        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
+    } else {
+        floatX* fch = a->fch + lBT * 4 * C;
+        floatX* fch_gelu = a->fch_gelu + lBT * 4 * C;
+        matmul_forward(fch_gelu, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C, fch);
+        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C, NULL);
+    }
+}
+
+// forward pass on host tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss.
+// B and T may be smaller than allocated (sampling runs B = 1).
+static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    if (m->acts_x_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
+    if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
+        fatal("gpt2_forward: batch (%d, %d) exceeds the allocated (%d, %d)", B, T, m->batch_size, m->seq_len);
+    }
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
+    int BT = B * T;
+    for (int i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) { fatal("input token %d at position %d is outside the vocabulary [0, %d)", inputs[i], i, V); }
+        if (targets && (targets[i] < 0 || targets[i] >= V)) { fatal("target token %d at position %d is outside the vocabulary [0, %d)", targets[i], i, V); }
+    }
+    m->cur_B = B;
+    m->cur_T = T;
+    memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
+    cudaCheck(cudaMemcpy(m->d_inputs, inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
+    m->has_targets = targets != NULL;
+    if (targets) {
+        memcpy(m->targets, targets, (size_t)BT * sizeof(int));
+        cudaCheck(cudaMemcpy(m->d_targets, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
+        gpt2_prepare_buckets(m, BT);
+    }
+
+    ParameterTensorsX* p = &m->params_x;
+    ActivationsX* a = &m->ax;
+    ActivationsF* f = &m->af;
+    size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
+    NormMode mode = cfg->norm_mode;
+
+    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, mode == NORM_SIAMESE ? a->resy : NULL, m->d_inputs,
+                                                            p->wte, p->wpe, BT, T, C);  // both streams start as e
+    cudaCheckLaunch();
+
+    for (int k = 0; k < 2 * L; k++) {
+        int l = k / 2, s = k % 2;
+        floatX* x = a->resx + k * N;
+        floatX* x_next = a->resx + (k + 1) * N;
+        floatX* z = a->blockout + k * N;
+        floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
+        float* mean = f->ln_mean + (size_t)k * BT;
+        float* rstd = f->ln_rstd + (size_t)k * BT;
+        if (mode == NORM_PRE) {
+            floatX* u = a->blockin + k * N;
+            layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
+            block_forward(m, l, s, z, u, B, T);                                // z = F(u)
+            residual_forward(x_next, x, z, N);                                 // x = x + z
+        } else if (mode == NORM_POST) {
+            floatX* sum = a->lnsum + k * N;
+            block_forward(m, l, s, z, x, B, T);                                // z = F(x)
+            residual_forward(sum, x, z, N);                                    // r = x + z
+            layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
+        } else {
+            floatX* u = a->blockin + k * N;
+            floatX* lnx = a->lnx + k * N;
+            floatX* y = a->resy + k * N;
+            siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
+                                  sublayer_norms(p, l, s, C), BT, C);          // a = LN(x), u = LN(a + LN(y))
+            block_forward(m, l, s, z, u, B, T);                                // z = F(u)
+            siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+        }
+    }
+
+    floatX* x_final = a->resx + 2 * L * N;
+    if (mode == NORM_SIAMESE) {
+        siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N, final_norms(p), BT,
+                              C);                                              // h = LN(LN(x) + LN(y))
+    } else {
+        layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);
+    }
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
+    if (targets) {
+        classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(a->logits, f->losses, m->d_targets, 0.0f, V, Vp, 0);
+        cudaCheckLaunch();
+        cudaCheck(cudaMemcpy(m->host_losses, f->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
+        double sum = 0.0;
+        for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
+        m->mean_loss = (float)(sum / BT);
+    } else {
+        m->mean_loss = -1.0f;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// backward
+
+static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float))); }
+
+// backward of the block of sublayer s of layer l given dz: du = (beta 0) or += (beta 1) dL/du,
+// in fp32, and the weight gradients
+static void block_backward(GPT2* m, int l, int s, float* du, float beta, const floatX* dz, const floatX* u, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    ParameterTensorsX* p = &m->params_x;
+    ParameterTensors* g = &m->grads;
+    ActivationsX* a = &m->ax;
+    ScratchX* sc = &m->sx;
+    size_t lBT = (size_t)l * BT;
+    if (s == 0) {
+        size_t wo = (size_t)l * C * C;
+        matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
+        matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
+        AttentionScratch as = attention_scratch(sc);
+        attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);
+        matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
+        matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
+    } else {
+        size_t wo = (size_t)l * 4 * C * C;
+        floatX* fch = a->fch + lBT * 4 * C;
+        matmul_backward_input(sc->dfch, CUDA_R_X, 0.0f, dz, p->fcprojw + wo, BT, 4 * C, C, fch);  // through GELU too
+        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, a->fch_gelu + lBT * 4 * C, BT, 4 * C, C);
+        matmul_backward_input(du, CUDA_R_32F, beta, sc->dfch, p->fcw + wo, BT, C, 4 * C, NULL);
+        matmul_backward_weight(g->fcw + wo, g->fcb + (size_t)l * 4 * C, sc->dfch, u, BT, C, 4 * C);
+    }
+}
+
+// backward pass of the last forward pass (which must have had targets); ACCUMULATES into m->grads.
+// loss_scale multiplies the loss, e.g. 1/grad_accum_steps so accumulated gradients are a mean.
+static void gpt2_backward(GPT2* m, float loss_scale) {
+    if (!m->has_targets) { fatal("gpt2_backward: the last forward pass had no targets"); }
+    const GPT2Config* cfg = &m->config;
+    int B = m->cur_B, T = m->cur_T, BT = B * T;
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
+    ParameterTensorsX* p = &m->params_x;
+    ParameterTensors* g = &m->grads;
+    ActivationsX* a = &m->ax;
+    ActivationsF* f = &m->af;
+    ScratchX* sx = &m->sx;
+    ScratchF* sf = &m->sf;
+    size_t N = (size_t)BT * C;
+    NormMode mode = cfg->norm_mode;
+
+    // classifier and the tied output layer: dlogits (in place), then dh (fp32, in du) and dwte
+    classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(a->logits, f->losses, m->d_targets, loss_scale / BT, V, Vp, 1);
+    cudaCheckLaunch();
+    matmul_backward_input(sf->du, CUDA_R_32F, 0.0f, a->logits, p->wte, BT, C, Vp, NULL);
+    matmul_backward_weight(g->wte, NULL, a->logits, a->lnf, BT, C, Vp);
+
+    // the final LayerNorm(s): dx (and dy) at the last boundary
+    floatX* x_final = a->resx + 2 * L * N;
+    if (mode == NORM_SIAMESE) {
+        cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
+        cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
+        siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, final_norms(g), final_norms(p), final_stats(f),
+                               x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
+    } else {
+        layernorm_backward(sf->dx, NULL, g->lnfw, g->lnfb, sf->du, x_final, p->lnfw, f->lnf_mean, f->lnf_rstd, BT, C, 0);
+    }
+
+    // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
+    for (int k = 2 * L - 1; k >= 0; k--) {
+        int l = k / 2, s = k % 2;
+        floatX* x = a->resx + k * N;
+        floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
+        float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
+        float* mean = f->ln_mean + (size_t)k * BT;
+        float* rstd = f->ln_rstd + (size_t)k * BT;
+        if (mode == NORM_PRE) {
+            // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+            cast_to_x(sx->dz, sf->dx, N);
+            block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+            layernorm_backward(sf->dx, NULL, dlnw, dlnb, sf->du, x, lnw, mean, rstd, BT, C, 1);
+        } else if (mode == NORM_POST) {
+            // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
+            // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
+            layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, 0);
+            block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
+        } else {
+            // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
+            siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
+            block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+            siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, sublayer_norms(g, l, s, C),
+                                   sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
+                                   a->lnsum + k * N, BT, C);
+        }
+    }
+
+    // the embedding feeds both streams in siamese mode: dL/de = dx + dy
+    const float* dy = mode == NORM_SIAMESE ? sf->dy : NULL;
+    const int* d = m->d_buckets;
+    wte_backward_kernel<<<m->num_buckets, 256>>>(g->wte, sf->dx, dy, d, d + BT, d + 2 * BT + 1, C);
+    cudaCheckLaunch();
+    wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sf->dx, dy, B, T, C);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// optimizer
+
+// the global L2 norm of all gradients (fixed grid, host sums the partials in order: deterministic)
+static float gpt2_grad_norm(GPT2* m) {
+    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory, m->num_parameters);
+    cudaCheckLaunch();
+    cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, NORM_BLOCKS * sizeof(float), cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int i = 0; i < NORM_BLOCKS; i++) { total += m->host_norm_partials[i]; }
+    return (float)sqrt(total);
+}
+
+// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
+static float grad_clip_scale(float norm, float clip) {
+    float coef = clip / (norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
+// AdamW step `t` (1-based), as gpt2_update in train_gpt2.c; refreshes the floatX working copy
+static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    float bc1 = 1.0f - powf(beta1, (float)t);
+    float bc2 = 1.0f - powf(beta2, (float)t);
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t n = m->param_sizes[i];
+        if (n > 0) {
+            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+            adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + offset, m->params_x_memory + offset,
+                                                          m->grads_memory + offset, m->m_memory + offset,
+                                                          m->v_memory + offset, n, lr, beta1, beta2, bc1, bc2, eps, wd,
+                                                          grad_scale);
+            cudaCheckLaunch();
+        }
+        offset += n;
+    }
+}
+
+// cuBLASLt: one handle for the process
+static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
+
+#ifndef TESTING
+// ============================================================================
+// Part 3: training (the same loop, flags and files as train_gpt2.c)
+// ============================================================================
+#include "common/dataloader.h"
+#include "common/logger.h"
+#include "common/state.h"
+#include "common/tokenizer.h"
+#include "common/train_common.h"
+
+static float evaluate(GPT2* m, DataLoader* loader, int batches) {
+    dataloader_reset(loader);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(loader);
+        gpt2_forward(m, loader->inputs, loader->targets, m->batch_size, m->seq_len);
+        sum += m->mean_loss;
+    }
+    return (float)(sum / batches);
+}
+
+// samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
+// at most T tokens (no KV cache); the last logits row comes back to the host for the softmax
+static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
+    int T = m->seq_len, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
+    floatX* row = (floatX*)malloc_check((size_t)Vp * sizeof(floatX), "sample logits");
+    float* probs = (float*)malloc_check((size_t)Vp * sizeof(float), "sample probabilities");
+    seq[0] = tokenizer_prompt_token(tok, V);
+    TokenPrinter tp;
+    token_printer_init(&tp, tok, stdout);
+    printf("generating:\n---\n");
+    for (int i = 1; i <= n; i++) {
+        int start = i > T ? i - T : 0;
+        int len = i - start;
+        gpt2_forward(m, seq + start, NULL, 1, len);
+        cudaCheck(cudaMemcpy(row, m->ax.logits + (size_t)(len - 1) * Vp, (size_t)Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+        float maxval = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < V; j++) { probs[j] = (float)row[j]; if (probs[j] > maxval) { maxval = probs[j]; } }
+        for (int j = 0; j < V; j++) { probs[j] = expf(probs[j] - maxval); sum += probs[j]; }
+        for (int j = 0; j < V; j++) { probs[j] /= sum; }
+        seq[i] = sample_from_probs(probs, V, random_f32(rng));
+        token_printer_put(&tp, seq[i]);
+    }
+    token_printer_flush(&tp);
+    printf("\n---\n");
+    free(seq);
+    free(row);
+    free(probs);
+}
+
+// writes the checkpoint pair of `st->step` (state first, model second: common/state.h); the
+// model file holds the fp32 master weights, the state file the fp32 AdamW moments
+static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st, float* host_m, float* host_v) {
+    char model_path[1100], state_path[1100];
+    size_t bytes = m->num_parameters * sizeof(float);
+    checkpoint_paths(a->output_dir, st->step, model_path, state_path, sizeof(model_path));
+    cudaCheck(cudaMemcpy(host_m, m->m_memory, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host_v, m->v_memory, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(m->host_params, m->params_memory, bytes, cudaMemcpyDeviceToHost));
+    state_write(state_path, st, host_m, host_v);
+    checkpoint_write(model_path, &m->config, m->host_params);
+    remove_old_checkpoints(a->output_dir, a->keep_checkpoints);
+    printf("wrote %s and %s\n", model_path, state_path);
+}
+
+// model FLOPs of one training token (forward + backward): 6 per parameter, plus attention's
+// q.k^T and att.v (12 L C T: 2 matmuls x 2 flops x 3 for forward + backward, per layer)
+static double flops_per_token(const GPT2* m, int T) {
+    return 6.0 * (double)m->num_parameters + 12.0 * m->config.num_layers * (double)m->config.channels * T;
+}
+
+int main(int argc, char** argv) {
+    TrainArgs args = args_defaults();
+    args_parse(&args, argc, argv);
+    int have_output = args.output_dir[0] != '\0';
+
+    char device[512];
+    if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
+    cudaCheck(cudaSetDevice(0));
+    cuda_setup();
+
+    // the output folder: resume from it, or refuse to overwrite an earlier run in it
+    int resume_step = output_dir_prepare(&args);
+
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
+    GPT2 model;
+    char model_path[1100], state_path[1100];
+    int depth = args_fresh_depth(args.init);
+    if (resume_step >= 0) {
+        checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
+        gpt2_build_from_checkpoint(&model, model_path);
+    } else if (depth > 0) {
+        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
+        gpt2_build_fresh(&model, &cfg, args.seed);
+    } else {
+        gpt2_build_from_checkpoint(&model, args.init);
+    }
+    const GPT2Config* cfg = &model.config;
+    args_check_model(&args, cfg);
+
+    // the data
+    DataLoader train_loader, val_loader;
+    dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
+    int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
+    if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
+    Tokenizer tokenizer;
+    char data_dir[1024], tok_path[1100];
+    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
+    tokenizer_init(&tokenizer, tok_path);
+    if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
+
+    int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
+    printf("device: %s | precision %s\n", device, PRECISION_NAME);
+    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
+           NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
+           cfg->padded_vocab_size, cfg->max_seq_len, model.num_parameters);
+    printf("batch: B %d | T %d | total %ld tokens | grad accum %d\n", args.B, args.T, args.total_batch, grad_accum);
+    gpt2_allocate(&model, args.B, args.T);
+    printf("GPU memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations, %.1f MiB scratch\n",
+           model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
+           model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
+    float* host_m = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW m (host)");
+    float* host_v = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW v (host)");
+
+    // the training state: fresh, or read back with the optimizer moments and the data position
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.num_parameters = (long)model.num_parameters;
+    st.sample_rng = args.seed;
+    if (resume_step >= 0) {
+        state_read(state_path, &st, host_m, host_v, model.num_parameters);
+        if (st.step != resume_step) { fatal("%s says step %d, its name says %d", state_path, st.step, resume_step); }
+        cudaCheck(cudaMemcpy(model.m_memory, host_m, model.num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(model.v_memory, host_v, model.num_parameters * sizeof(float), cudaMemcpyHostToDevice));
+        dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
+        printf("resumed from %s at step %d\n", model_path, st.step);
+        if (st.step >= args.max_steps) {
+            printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
+            return 0;
+        }
+    }
+    st.B = args.B;
+    st.T = args.T;
+    st.total_batch = args.total_batch;
+    Logger logger;
+    logger_init(&logger, args.output_dir, args.resume);
+    double step_flops = flops_per_token(&model, args.T) * (double)args.total_batch;
+
+    for (int step = st.step; step <= args.max_steps; step++) {
+        int last = step == args.max_steps;
+        // at the step we resumed from, evaluation, sampling and the checkpoint already happened
+        if (step != resume_step) {
+            if (have_val && (step % args.val_every == 0 || last)) {
+                float val_loss = evaluate(&model, &val_loader, args.val_batches);
+                printf("val loss %.6f\n", val_loss);
+                logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+            }
+            if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
+                sample_text(&model, &tokenizer, args.gen_tokens, &st.sample_rng);
+            }
+            if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
+                st.step = step;
+                st.shard_index = train_loader.shard_index;
+                st.shard_offset = train_loader.shard_offset;
+                write_checkpoint(&args, &model, &st, host_m, host_v);
+            }
+        }
+        if (last) { break; }
+
+        // one optimizer step: grad_accum micro-batches, then clip and AdamW
+        cudaCheck(cudaDeviceSynchronize());
+        double t0 = now_seconds();
+        gpt2_zero_grad(&model);
+        double loss = 0.0;
+        for (int micro = 0; micro < grad_accum; micro++) {
+            dataloader_next_batch(&train_loader);
+            gpt2_forward(&model, train_loader.inputs, train_loader.targets, args.B, args.T);
+            gpt2_backward(&model, 1.0f / grad_accum);
+            loss += model.mean_loss / grad_accum;
+        }
+        if (nan_injected_at(step + 1)) {
+            float bad = NAN;
+            cudaCheck(cudaMemcpy(model.grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
+        }
+        float norm = gpt2_grad_norm(&model);
+        float lr = learning_rate_at(&args, step);
+        if (isfinite(loss) && isfinite(norm)) {
+            st.nonfinite_in_a_row = 0;
+            st.updates++;
+            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip),
+                        st.updates);
+            cudaCheck(cudaDeviceSynchronize());
+            double ms = (now_seconds() - t0) * 1000.0;
+            double tok_s = args.total_batch / (ms / 1000.0);
+            double mfu = 100.0 * step_flops / (ms / 1000.0) / PEAK_FLOPS;
+            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s | MFU %.1f%%\n", step + 1,
+                   args.max_steps, loss, norm, lr, ms, tok_s, mfu);
+            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f mfu=%.2f", step + 1,
+                        loss, norm, lr, ms, tok_s, mfu);
+        } else {
+            nonfinite_step(&logger, &args, &st, step, loss, norm);  // a NaN or Inf: the update is skipped
+        }
+    }
+
+    logger_free(&logger);
+    tokenizer_free(&tokenizer);
+    dataloader_free(&train_loader);
+    if (have_val) { dataloader_free(&val_loader); }
+    gpt2_free(&model);
+    free(host_m);
+    free(host_v);
+    cudaCheck(cudaFree(lt_workspace));
+    cublasCheck(cublasLtDestroy(lt_handle));
+    return 0;
+}
+#endif // TESTING
