@@ -284,8 +284,10 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 
 #if defined(__AVX512F__)
 #define VW 16
-#else
+#elif defined(__AVX__)
 #define VW 8
+#else
+#define VW 4
 #endif
 typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
 
@@ -293,7 +295,7 @@ static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); 
 static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
 
 #define MM_MR 6                  // rows of C per tile
-#define MM_NV (VW == 16 ? 4 : 2) // vectors of C per tile row: 24 or 12 accumulators
+#define MM_NV (VW == 16 ? 4 : 2) // vectors of C per tile row: 24 or 12 accumulators (32 or 16 registers)
 #define MM_NR (MM_NV * VW)       // columns of C per tile, and per panel of B
 #define MM_KC 128                // k block
 #define MM_MB (43 * MM_MR)       // rows of C per thread task (258 >= B*T = 256 of the benchmark)
