@@ -3,6 +3,8 @@
 #   TRAINER   ./train_gpt2cu (default; the real runs, on a GPU) or ./train_gpt2 (CPU plumbing check)
 #   SIZE      gpu (default: d6..d12, minutes per run on an H100) or tiny (d2, seconds per run on a CPU)
 #   RESULTS   where the run folders go (default out/experiments; `out*/` is ignored by git)
+#   CACHE     the seeds' initial models and data copies (default out/experiments_cache): large
+#             files kept apart from RESULTS, which may be the device tool's $OUT
 #   SEEDING   torch (default when python3 can import torch) or offset: see `seed_init` below
 #   PLOT      the plotting script (default dev/plot.py, from the arith branch)
 # Every knob of a preset can be overridden from the environment (DEPTH=d12 STEPS=1000 ...).
@@ -13,6 +15,7 @@
 TRAINER=${TRAINER:-./train_gpt2cu}
 SIZE=${SIZE:-gpu}
 RESULTS=${RESULTS:-out/experiments}
+CACHE=${CACHE:-out/experiments_cache}
 if [[ -z ${SEEDING:-} ]]; then
     if python3 -c "import torch" 2>/dev/null; then SEEDING=torch; else SEEDING=offset; fi
 fi
@@ -41,7 +44,8 @@ preset() {
     esac
     : "${LR:=1e-3}" "${FINAL_FRAC:=0.1}" "${WD:=0.1}"
     EXP_DIR=$RESULTS/$exp
-    mkdir -p "$EXP_DIR"
+    CACHE_DIR=$CACHE/$exp
+    mkdir -p "$EXP_DIR" "$CACHE_DIR"
     case "$TRAINER" in ./train_gpt2cu|./train_gpt2) make -s "${TRAINER#./}" ;; esac
     echo "experiment $exp: SIZE=$SIZE TRAINER=$TRAINER DEPTH=$DEPTH B=$B T=$T STEPS=$STEPS VAL_EVERY=$VAL_EVERY" \
          "WARMUP=$WARMUP FINAL_FRAC=$FINAL_FRAC WD=$WD SEEDS=\"$SEEDS\" SEEDING=$SEEDING -> $EXP_DIR"
@@ -50,7 +54,7 @@ preset() {
 # seed_data SRC_DIR SEED: prints a copy of the data folder whose training shards are rotated by a
 # seed-dependent offset (seed 0: the original order), made once per experiment and seed
 seed_data() {
-    local src=$1 seed=$2 dst="$EXP_DIR/data/s$2"
+    local src=$1 seed=$2 dst="$CACHE_DIR/data/$(basename "$1")_s$2"
     if [[ ! -f $dst/.complete ]]; then
         rm -rf "$dst"
         python3 dev/experiments/seeded.py data --seed "$seed" "$src" "$dst" >&2
@@ -67,9 +71,9 @@ seed_data() {
 seed_init() {
     local mode=$1 seed=$2 data=$3
     if [[ $SEEDING == offset ]]; then echo "$DEPTH"; return; fi
-    local ckpt="$EXP_DIR/init/${DEPTH}_${mode}_s$seed.bin"
+    local ckpt="$CACHE_DIR/init/${DEPTH}_${mode}_s$seed.bin"
     if [[ ! -f $ckpt ]]; then
-        mkdir -p "$EXP_DIR/init"
+        mkdir -p "$CACHE_DIR/init"
         python3 dev/experiments/seeded.py init --depth "$DEPTH" --mode "$mode" --seed "$seed" \
             --vocab_from "$data" -o "$ckpt" >&2
     fi
