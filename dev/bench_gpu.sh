@@ -130,8 +130,7 @@ POLL_PID=""
 cleanup() { [[ -n $POLL_PID ]] && kill "$POLL_PID" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# build the trainer when it is one of ours (TRAINER may also be any command taking our flags)
-case "$TRAINER" in ./train_gpt2cu|./train_gpt2) make -s "${TRAINER#./}" ;; esac
+build_trainer "$TRAINER"
 # enough tokens that B=64, T=1024 reads a few batches before the loader wraps around
 write_random_shard "$WORK/tokens.bin" 1100000
 

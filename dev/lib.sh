@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # dev/lib.sh: shell helpers shared by dev/bench_gpu.sh and dev/experiments/*.sh (source it).
 # Only functions; nothing runs when it is sourced.
 
@@ -56,4 +57,10 @@ is_oom() {
 # last_error FILE: the line that best says why a run failed
 last_error() {
     { grep -iE 'error|fatal|out of memory' "$1" || tail -n 1 "$1"; } | tail -n 1 | cut -c1-200
+}
+
+# build_trainer TRAINER: builds it with make when it is one of ours (./train_gpt2cu, ./train_gpt2);
+# any other command that takes our flags is used as it is
+build_trainer() {
+    case "$1" in ./train_gpt2cu|./train_gpt2) make -s "${1#./}" ;; esac
 }

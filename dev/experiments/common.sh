@@ -1,7 +1,10 @@
-# dev/experiments/common.sh: what the experiment scripts share (source it; sets nothing global
-# except through `preset`). Each experiment is a set of runs of one trainer binary:
+# shellcheck shell=bash
+# dev/experiments/common.sh: what the experiment scripts share (source it: it sets the variables
+# below from the environment and defines functions). Each experiment is a set of runs of one
+# trainer binary:
 #   TRAINER   ./train_gpt2cu (default; the real runs, on a GPU) or ./train_gpt2 (CPU plumbing check)
-#   SIZE      gpu (default: d6..d12, minutes per run on an H100) or tiny (d2, seconds per run on a CPU)
+#   SIZE      gpu (default: d6..d12, at most minutes per run on an H100) or tiny (d2, seconds per run
+#             on a CPU)
 #   RESULTS   where the run folders go (default out/experiments; `out*/` is ignored by git)
 #   CACHE     the seeds' initial models and data copies (default out/experiments_cache): large
 #             files kept apart from RESULTS, which may be the device tool's $OUT
@@ -12,6 +15,7 @@
 # experiment cut short (a 10-minute device call) continues where it stopped when started again;
 # delete a run's folder to run it again.
 
+source dev/lib.sh
 TRAINER=${TRAINER:-./train_gpt2cu}
 SIZE=${SIZE:-gpu}
 RESULTS=${RESULTS:-out/experiments}
@@ -46,7 +50,7 @@ preset() {
     EXP_DIR=$RESULTS/$exp
     CACHE_DIR=$CACHE/$exp
     mkdir -p "$EXP_DIR" "$CACHE_DIR"
-    case "$TRAINER" in ./train_gpt2cu|./train_gpt2) make -s "${TRAINER#./}" ;; esac
+    build_trainer "$TRAINER"
     echo "experiment $exp: SIZE=$SIZE TRAINER=$TRAINER DEPTH=$DEPTH B=$B T=$T STEPS=$STEPS VAL_EVERY=$VAL_EVERY" \
          "WARMUP=$WARMUP FINAL_FRAC=$FINAL_FRAC WD=$WD SEEDS=\"$SEEDS\" SEEDING=$SEEDING -> $EXP_DIR"
 }
@@ -54,7 +58,8 @@ preset() {
 # seed_data SRC_DIR SEED: prints a copy of the data folder whose training shards are rotated by a
 # seed-dependent offset (seed 0: the original order), made once per experiment and seed
 seed_data() {
-    local src=$1 seed=$2 dst="$CACHE_DIR/data/$(basename "$1")_s$2"
+    local src=$1 seed=$2 dst
+    dst="$CACHE_DIR/data/$(basename "$src")_s$seed"
     if [[ ! -f $dst/.complete ]]; then
         rm -rf "$dst"
         python3 dev/experiments/seeded.py data --seed "$seed" "$src" "$dst" >&2
@@ -112,7 +117,7 @@ run_training() {
     echo "rc=$rc" >>"$dir/run.info"
     [[ ${KEEP_CHECKPOINTS:-0} == 1 ]] || rm -f "$dir"/model_*.bin "$dir"/state_*.bin
     echo "  $name: rc $rc, $((SECONDS - t0)) s, last val: $(grep -o 'val_loss=[^ ]*' "$dir/main.log" 2>/dev/null | tail -n 1)"
-    if [[ $rc != 0 ]]; then echo "    $(grep -iE 'error|fatal' "$dir/stdout.log" | tail -n 1 | cut -c1-200)"; fi
+    if [[ $rc != 0 ]]; then echo "    $(last_error "$dir/stdout.log")"; fi
 }
 
 # run_grid TAG LR DATA_DIR TRAIN_FILE VAL_FILE: run_training "<mode>TAG_s<seed>" for every seed in
