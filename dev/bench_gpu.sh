@@ -76,8 +76,10 @@ self_test() {
     check "goal met" "$(goal_line x 1.31 '>=' 1.3)" "  x: 1.31 (goal >= 1.3): met"
     check "goal not met" "$(goal_line x 1.06 '<=' 1.05)" "  x: 1.06 (goal <= 1.05): NOT met"
     local tmp; tmp=$(mktemp)
-    echo "error: CUDA: out of memory (cudaMalloc at train_gpt2.cu:979)" >"$tmp"
-    check "oom (ours)" "$(is_oom "$tmp" && echo yes)" yes
+    echo "error: out of GPU memory allocating 12288.0 MiB for activations" >"$tmp"
+    check "oom (ours, allocation)" "$(is_oom "$tmp" && echo yes)" yes
+    echo "error: CUDA: out of memory (cudaMalloc(&p, bytes) at train_gpt2.cu:979)" >"$tmp"
+    check "oom (ours, CUDA call)" "$(is_oom "$tmp" && echo yes)" yes
     echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB" >"$tmp"
     check "oom (torch)" "$(is_oom "$tmp" && echo yes)" yes
     echo "error: -t 2048 exceeds the model's maximum sequence length 1024" >"$tmp"
@@ -171,7 +173,8 @@ torch_cmd() {
 }
 
 # search NAME CMDFN DEPTH MODE B...: tries the batches in order until a run succeeds; sets FOUND_B
-# (empty when none ran) and leaves that run's RC, MEM and LOG
+# (empty when none ran) and leaves that run's RC, MEM and LOG. A failure other than out-of-memory
+# ends the search (a smaller batch would not help, and a compiled PyTorch run costs a minute)
 search() {
     local name=$1 cmdfn=$2 depth=$3 mode=$4; shift 4
     FOUND_B=""
@@ -180,8 +183,8 @@ search() {
         "$cmdfn" "$depth" "$mode" "$b"
         run_one "$name" "$b" "${CMD[@]}"
         if [[ $RC == 0 && $(step_field_median "$WARMUP" ms <"$LOG") != nan ]]; then FOUND_B=$b; return; fi
-        if is_oom "$LOG"; then echo "  $name B=$b: out of memory" >&2
-        else echo "  $name B=$b: failed (rc $RC): $(last_error "$LOG")" >&2; fi
+        if ! is_oom "$LOG"; then echo "  $name B=$b: failed (rc $RC): $(last_error "$LOG")" >&2; return; fi
+        echo "  $name B=$b: out of memory" >&2
     done
 }
 
@@ -200,7 +203,7 @@ for depth in $DEPTHS; do
     search "ours_${depth}_siamese" ours_cmd "$depth" siamese $BATCHES
     if [[ -z $FOUND_B ]]; then
         echo "  no batch size ran for $depth siamese; see $LOGS" >&2
-        TABLE+="| $depth | train_gpt2cu siamese | none fits | | | | | | |"$'\n'
+        TABLE+="| $depth | ${TRAINER##*/} siamese | none ran | | | | | | |"$'\n'
         continue
     fi
     B=$FOUND_B
@@ -213,7 +216,7 @@ for depth in $DEPTHS; do
             [[ $impl == torch && $TORCH != 1 ]] && continue
             # shellcheck disable=SC2046
             search "${impl}_${depth}_$mode" "${impl}_cmd" "$depth" "$mode" $(batches_from "$B")
-            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none fits | | | | | | |"$'\n'; continue; }
+            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | |"$'\n'; continue; }
         fi
         b=$FOUND_B
         ms=$(step_field_median "$WARMUP" ms <"$LOG")
@@ -221,7 +224,7 @@ for depth in $DEPTHS; do
         mfu=$(calc '100*f*s/(p*1e12)' f="$FLOPS_TOK" s="$toks" p="$PEAK_TFLOPS")
         own=$([[ $impl == ours ]] && step_field_median "$WARMUP" MFU <"$LOG" | sed 's/^nan$/-/' || echo "")
         tmem=$(sed -nE 's/^peak memory ([0-9.]+) MiB.*/\1/p' "$LOG" | tail -n 1)
-        name=$([[ $impl == ours ]] && echo "${TRAINER#./} $mode" || echo "pytorch $mode")
+        name=$([[ $impl == ours ]] && echo "${TRAINER##*/} $mode" || echo "pytorch $mode")
         note=$([[ $b != "$B" ]] && echo " (B=$B does not fit)" || echo "")
         TABLE+="| $depth | $name | $b$note | $ms | $toks | $mfu | $own | $MEM | $tmem |"$'\n'
         echo "  $name B=$b: $ms ms/step, $toks tok/s, MFU $mfu%, peak $MEM MiB"

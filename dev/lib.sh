@@ -48,10 +48,11 @@ model_line_field() {
     else sed -nE "s/.*\\| $name ([0-9]+) .*/\\1/p"; fi
 }
 
-# is_oom FILE: the log of a failed run says the GPU ran out of memory (our trainer's CUDA error or
-# PyTorch's OutOfMemoryError)
+# is_oom FILE: the log of a failed run says the GPU ran out of memory: train_gpt2cu's "out of GPU
+# memory allocating ...", a CUDA "out of memory" error, cuBLAS's ALLOC_FAILED or PyTorch's
+# OutOfMemoryError
 is_oom() {
-    grep -qiE 'out of memory|OutOfMemoryError|cudaErrorMemoryAllocation' "$1"
+    grep -qiE 'out of (GPU )?memory|OutOfMemoryError|cudaErrorMemoryAllocation|ALLOC_FAILED' "$1"
 }
 
 # last_error FILE: the line that best says why a run failed
