@@ -427,6 +427,8 @@ def train(args):
         dt = time.time() - t0
         print(f"step {step + 1}/{args.steps} | loss {loss_acc:.6f} | norm {norm:.4f} | lr {lr:.2e} "
               f"| {dt * 1000:.2f} ms | {args.total_batch / dt:.0f} tok/s", flush=True)
+    if device == "cuda":  # read by dev/bench_gpu.sh
+        print(f"peak memory {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB (torch.cuda.max_memory_allocated)")
     if args.output:
         model.to("cpu")
         write_model(model, os.path.join(args.output, f"model_{args.steps:08d}.bin"))

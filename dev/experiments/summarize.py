@@ -1,0 +1,156 @@
+"""
+dev/experiments/summarize.py: a markdown summary of experiment runs, read from their main.log.
+
+    python dev/experiments/summarize.py RESULTS_DIR [-o summary.md]
+
+Every folder below RESULTS_DIR that holds a run.info (written by dev/experiments/common.sh:
+key=value lines such as mode=siamese seed=2 lr=1e-3 rc=0) is a run; its main.log is the
+key=value log of common/logger.h (step=N train_loss=... / step=N val_loss=... [arith_acc=...]),
+the last line written for a step winning. Two tables: one row per run, then one row per
+(mode, lr) with the mean and spread over seeds.
+
+A run counts as diverged when the trainer failed (rc != 0: e.g. it stopped after non-finite steps),
+when any step was non-finite (skipped=1, or a NaN/Inf loss), when its last validation loss is
+above the one at step 0, or when the mean of its last 5 training losses is above the first one.
+"""
+
+import argparse
+import math
+import os
+import statistics
+import sys
+
+
+def read_kv_lines(path):
+    """{step: {key: value}} from key=value lines; later lines for the same step win per key."""
+    steps = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            try:
+                step = int(fields.pop("step"))
+            except (KeyError, ValueError):
+                continue
+            steps.setdefault(step, {}).update(fields)
+    return steps
+
+
+def series(steps, key):
+    """[(step, float)] for the steps that logged `key`, in step order ('nan' parses to nan)."""
+    out = []
+    for s in sorted(steps):
+        if key in steps[s]:
+            try:
+                out.append((s, float(steps[s][key])))
+            except ValueError:
+                out.append((s, float("nan")))
+    return out
+
+
+def read_info(run_dir):
+    info = {}
+    with open(os.path.join(run_dir, "run.info"), encoding="utf-8") as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.strip().split("=", 1)
+                info[k] = v
+    return info
+
+
+def run_metrics(run_dir):
+    info = read_info(run_dir)
+    log = os.path.join(run_dir, "main.log")
+    steps = read_kv_lines(log) if os.path.exists(log) else {}
+    train, val, acc = series(steps, "train_loss"), series(steps, "val_loss"), series(steps, "arith_acc")
+    skipped = sum(1 for s in steps.values() if s.get("skipped") == "1")
+    nonfinite = skipped + sum(1 for _, v in train + val if not math.isfinite(v))
+    m = dict(info)
+    m["dir"] = os.path.basename(os.path.normpath(run_dir))
+    m["steps_logged"] = train[-1][0] if train else 0
+    m["val0"] = val[0][1] if val and val[0][0] == 0 else float("nan")
+    m["final_val"] = val[-1][1] if val else float("nan")
+    finite_val = [v for _, v in val if math.isfinite(v)]
+    m["min_val"] = min(finite_val) if finite_val else float("nan")
+    m["final_train"] = statistics.fmean([v for _, v in train[-5:]]) if train else float("nan")
+    m["acc_final"] = acc[-1][1] if acc else None
+    m["acc_max"] = max(v for _, v in acc) if acc else None
+    reasons = []
+    if info.get("rc", "?") != "0":
+        reasons.append(f"rc {info.get('rc', '?')}")
+    if nonfinite:
+        reasons.append(f"{nonfinite} non-finite")
+    if val and math.isfinite(m["val0"]) and not m["final_val"] <= m["val0"]:
+        reasons.append("val above start")
+    if train and not m["final_train"] <= train[0][1]:
+        reasons.append("train above start")
+    if not train:
+        reasons.append("no steps logged")
+    m["diverged"] = bool(reasons)
+    m["status"] = "diverged: " + ", ".join(reasons) if reasons else "ok"
+    return m
+
+
+def fmt(v, digits=4):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "nan" if not math.isfinite(v) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def mean_spread(values):
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return f"{vals[0]:.4f}"
+    return f"{statistics.fmean(vals):.4f} ± {statistics.stdev(vals):.4f}"
+
+
+def summarize(root):
+    run_dirs = sorted(os.path.dirname(os.path.join(d, f)) for d, _, files in os.walk(root)
+                      for f in files if f == "run.info")
+    if not run_dirs:
+        sys.exit(f"error: no run.info below {root}")
+    runs = [run_metrics(d) for d in run_dirs]
+    has_acc = any(r["acc_final"] is not None for r in runs)
+    lines = [f"runs below `{root}` ({len(runs)})", "",
+             "| run | mode | lr | seed | steps | val@0 | min val | final val | final train (last 5) |"
+             + (" arith_acc final | arith_acc max |" if has_acc else "") + " status |",
+             "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "") + "---|"]
+    for r in runs:
+        row = [r["dir"], r.get("mode", "?"), r.get("lr", "?"), r.get("seed", "?"), str(r["steps_logged"]),
+               fmt(r["val0"]), fmt(r["min_val"]), fmt(r["final_val"]), fmt(r["final_train"])]
+        if has_acc:
+            row += [fmt(r["acc_final"]), fmt(r["acc_max"])]
+        lines.append("| " + " | ".join(row + [r["status"]]) + " |")
+    groups = {}
+    for r in runs:
+        groups.setdefault((r.get("mode", "?"), r.get("lr", "?")), []).append(r)
+    lines += ["", "per mode and learning rate (mean ± sample std over the seeds whose run did not diverge)", "",
+              "| mode | lr | runs | diverged | min val | final val |" + (" arith_acc final | arith_acc max |" if has_acc else ""),
+              "|---|---|---|---|---|---|" + ("---|---|" if has_acc else "")]
+    for (mode, lr), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], float(kv[0][1]) if kv[0][1] != "?" else 0)):
+        ok = [r for r in rs if not r["diverged"]]
+        row = [mode, lr, str(len(rs)), str(len(rs) - len(ok)),
+               mean_spread([r["min_val"] for r in ok]), mean_spread([r["final_val"] for r in ok])]
+        if has_acc:
+            row += [mean_spread([r["acc_final"] for r in ok]), mean_spread([r["acc_max"] for r in ok])]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("root", help="results folder holding run folders with run.info")
+    p.add_argument("-o", dest="output", default="", help="also write the summary here")
+    args = p.parse_args()
+    text = summarize(args.root)
+    sys.stdout.write(text)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
