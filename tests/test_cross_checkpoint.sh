@@ -21,7 +21,8 @@ if ! command -v nvcc > /dev/null 2>&1; then
     echo "test_cross_checkpoint: skipped: nvcc not found"
     exit 0
 fi
-if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L 2> /dev/null | grep -q GPU; then
+# (no "| grep -q" here: under pipefail, grep -q leaving early could fail the pipeline with SIGPIPE)
+if ! command -v nvidia-smi > /dev/null 2>&1 || [[ "$(nvidia-smi -L 2> /dev/null || true)" != *GPU* ]]; then
     echo "test_cross_checkpoint: skipped: no CUDA device (nvidia-smi lists none)"
     exit 0
 fi
@@ -48,8 +49,10 @@ EOF
 
 common=(-i "$work/shard.bin" -j "$work/shard.bin" -b 4 -t 64 -v 1000 -m 4 -s 0 -c 0.1 -u 2)
 
-# prints the first "val loss X" of a run (the step-0 evaluation)
-val_loss() { "$@" | awk '/^val loss/ { print $3; exit }'; }
+# prints the first "val loss X" of a run (the step-0 evaluation). awk reads to the end: an awk
+# that left at the first match (gawk's `exit` does) would kill the still-running trainer with
+# SIGPIPE on its next line, and under pipefail that ends this script (silently, through set -e).
+val_loss() { "$@" | awk '/^val loss/ && !seen { print $3; seen = 1 }'; }
 
 # compare NAME A B: |A - B| / |B| <= TOL
 failures=0
