@@ -1514,6 +1514,7 @@ static double flops_per_token(const GPT2* m, int T) {
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file (as train_gpt2.c)
     TrainArgs args = args_defaults();
     args_parse(&args, argc, argv);
     int have_output = args.output_dir[0] != '\0';

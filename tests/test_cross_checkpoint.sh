@@ -21,7 +21,8 @@ if ! command -v nvcc > /dev/null 2>&1; then
     echo "test_cross_checkpoint: skipped: nvcc not found"
     exit 0
 fi
-if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L 2> /dev/null | grep -q GPU; then
+# (no "| grep -q" here: under pipefail, grep -q leaving early could fail the pipeline with SIGPIPE)
+if ! command -v nvidia-smi > /dev/null 2>&1 || [[ "$(nvidia-smi -L 2> /dev/null || true)" != *GPU* ]]; then
     echo "test_cross_checkpoint: skipped: no CUDA device (nvidia-smi lists none)"
     exit 0
 fi
@@ -35,21 +36,26 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/cross_checkpoint.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # a synthetic shard with structure a small model can pick up (GPT-2 vocabulary, ids < 50257)
+# (the Python standard library only: a bare GPU machine may have no numpy)
 python3 - "$work/shard.bin" <<'EOF'
+import random
+import struct
 import sys
-import numpy as np
-sys.path.insert(0, "dev/data")
-from data_common import write_datafile
-rng = np.random.default_rng(0)
-words = rng.integers(0, 50257, size=(64, 6))       # 64 "words" of 6 tokens each
-order = rng.integers(0, 64, size=4000)             # a random text of words
-write_datafile(sys.argv[1], words[order].reshape(-1))
+rng = random.Random(0)
+words = [[rng.randrange(50257) for _ in range(6)] for _ in range(64)]  # 64 "words" of 6 tokens
+tokens = [t for _ in range(4000) for t in words[rng.randrange(64)]]    # a random text of words
+header = [20240520, 1, len(tokens)] + [0] * 253                        # the shard header (README)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", *header))
+    f.write(struct.pack("<%dH" % len(tokens), *tokens))
 EOF
 
 common=(-i "$work/shard.bin" -j "$work/shard.bin" -b 4 -t 64 -v 1000 -m 4 -s 0 -c 0.1 -u 2)
 
-# prints the first "val loss X" of a run (the step-0 evaluation)
-val_loss() { "$@" | awk '/^val loss/ { print $3; exit }'; }
+# prints the first "val loss X" of a run (the step-0 evaluation). awk reads to the end: an awk
+# that left at the first match (gawk's `exit` does) would kill the still-running trainer with
+# SIGPIPE on its next line, and under pipefail that ends this script (silently, through set -e).
+val_loss() { "$@" | awk '/^val loss/ && !seen { print $3; seen = 1 }'; }
 
 # compare NAME A B: |A - B| / |B| <= TOL
 failures=0
