@@ -41,7 +41,9 @@ static inline void put_long(int* header, int i, long v) {
     header[i + 1] = (int)(v >> 31);
 }
 
-static inline long get_long(const int* header, int i) { return (long)header[i] + ((long)header[i + 1] << 31); }
+// (multiplied, not shifted: the high half of a corrupted file may be negative, and shifting a
+// negative number is undefined behaviour)
+static inline long get_long(const int* header, int i) { return (long)header[i] + (long)header[i + 1] * 2147483648L; }
 
 static inline void state_write(const char* path, const TrainState* st, const float* m, const float* v) {
     int header[256];

@@ -25,8 +25,40 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 // ----------------------------------------------------------------------------
 // fatal errors: one line, non-zero exit
 
+#ifdef FUZZING
+// Fuzz builds only (dev/fuzz/): once a harness has armed fuzz_fatal_jump (setjmp), fatal() formats
+// its message into fuzz_fatal_message and jumps back to the harness instead of exiting, and the
+// files fopen_check opened are tracked so that the harness can close those an error left open.
+#include <setjmp.h>
+static jmp_buf fuzz_fatal_jump;
+static int fuzz_fatal_armed = 0;
+static char fuzz_fatal_message[2048];
+static FILE* fuzz_open_files[16];
+static inline void fuzz_track_file(FILE* f) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == NULL) { fuzz_open_files[i] = f; return; } }
+    abort();  // a reader holds more than 16 files open at once: a leak worth a crash
+}
+static inline int fuzz_fclose(FILE* f) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == f) { fuzz_open_files[i] = NULL; } }
+    return fclose(f);
+}
+static inline void fuzz_close_files(void) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i]) { fclose(fuzz_open_files[i]); fuzz_open_files[i] = NULL; } }
+}
+#define fclose(f) fuzz_fclose(f)
+#endif
+
 static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void fatal(const char* fmt, ...) {
+#ifdef FUZZING
+    if (fuzz_fatal_armed) {
+        va_list fuzz_args;
+        va_start(fuzz_args, fmt);
+        vsnprintf(fuzz_fatal_message, sizeof(fuzz_fatal_message), fmt, fuzz_args);
+        va_end(fuzz_args);
+        longjmp(fuzz_fatal_jump, 1);
+    }
+#endif
     fflush(stdout);
     va_list args;
     va_start(args, fmt);
@@ -58,6 +90,9 @@ static inline void* calloc_check(size_t count, size_t size, const char* what) {
 static inline FILE* fopen_check(const char* path, const char* mode) {
     FILE* f = fopen(path, mode);
     if (f == NULL) { fatal("cannot open %s: %s", path, strerror(errno)); }
+#ifdef FUZZING
+    fuzz_track_file(f);
+#endif
     return f;
 }
 
