@@ -33,8 +33,9 @@ test-parity: test_gpt2
 	./test_gpt2
 
 -include tests/tests.mk
+-include tests/robust.mk
 
-test: test-parity test-data
+test: test-parity test-data test-train-cli test-fuzz-replay
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

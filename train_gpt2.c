@@ -1051,11 +1051,15 @@ int main(int argc, char** argv) {
     if (resume_step >= 0) {
         state_read(state_path, &st, model.m_memory, model.v_memory, model.num_parameters);
         if (st.step != resume_step) { fatal("%s says step %d, its name says %d", state_path, st.step, resume_step); }
+        if (st.B != args.B || st.T != args.T || st.total_batch != args.total_batch) {  // else the resume is not exact
+            fatal("%s was written with -b %d -t %d -d %ld; resume with the same (not -b %d -t %d -d %ld)", state_path,
+                  st.B, st.T, st.total_batch, args.B, args.T, args.total_batch);
+        }
         dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
         printf("resumed from %s at step %d\n", model_path, st.step);
         if (st.step >= args.max_steps) {
+            // nothing to do: the loop below runs no step, and everything is freed as after a run
             printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
-            return 0;
         }
     }
     st.B = args.B;

@@ -90,6 +90,8 @@ static inline void* calloc_check(size_t count, size_t size, const char* what) {
 static inline FILE* fopen_check(const char* path, const char* mode) {
     FILE* f = fopen(path, mode);
     if (f == NULL) { fatal("cannot open %s: %s", path, strerror(errno)); }
+    struct stat st;  // a folder opens for reading, and then fails with a puzzling "seek failed"
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { fclose(f); fatal("cannot open %s: it is a folder", path); }
 #ifdef FUZZING
     fuzz_track_file(f);
 #endif
@@ -135,7 +137,7 @@ typedef struct {
 static inline void atomic_open(AtomicFile* af, const char* path) {
     if (strlen(path) >= sizeof(af->path)) { fatal("output path too long: %s", path); }
     strcpy(af->path, path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", af->path);
     af->f = fopen(af->tmp_path, "wb");
     if (af->f == NULL) { fatal("cannot write %s: %s", af->tmp_path, strerror(errno)); }
 }

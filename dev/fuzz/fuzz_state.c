@@ -7,10 +7,11 @@ file size implies, so that the body is read); the rest is the state file given t
 #include "common/state.h"
 
 static float* moments;
+static size_t n;  // static: set before the setjmp of FUZZ_TRY and read after it
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 2) { return 0; }
-    size_t n = fuzz_u16(data, size, 0) & 0x0fff;  // up to 4095 parameters: big enough, and fast
+    n = fuzz_u16(data, size, 0) & 0x0fff;  // up to 4095 parameters: big enough, and fast
     const char* path = fuzz_input_file("state", data + 2, size - 2);
     if (n == 0 && size - 2 >= 1024) { n = (size - 2 - 1024) / (2 * sizeof(float)); }
     moments = (float*)malloc_check(2 * n * sizeof(float), "moments");
