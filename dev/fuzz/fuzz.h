@@ -3,7 +3,8 @@ dev/fuzz/fuzz.h: what the four fuzz harnesses share. Build with -DFUZZING (dev/f
 common/utils.h then makes fatal() jump back here instead of exiting, so a rejected input is an
 ordinary outcome, and tracks the files the readers open so that an error leaves none open.
 
-The readers take a path, so each input is written to a per-process temporary file first.
+The readers take a path, so each input is written to a per-process temporary file first (removed
+again when the process exits normally).
 FUZZ_TRY(body, cleanup) runs body; when it ends in fatal(), cleanup runs instead of the rest of body.
 A fatal message must be one line (the project's error rule): a newline in it aborts (a finding).
 Objects that body modifies and cleanup reads must be static (setjmp/longjmp rules).
@@ -21,10 +22,19 @@ Objects that body modifies and cleanup reads must be static (setjmp/longjmp rule
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
-// writes data to "/tmp/fuzz_<name>_<pid>.bin" and returns that path
+// writes data to "<dir>/fuzz_<name>_<pid>.bin" and returns that path; the folder is /dev/shm where
+// there is one (a file system in memory: a file per input costs little there), else /tmp
+static char fuzz_input_path[256];
+static void fuzz_remove_input(void) { remove(fuzz_input_path); }
+
 static const char* fuzz_input_file(const char* name, const uint8_t* data, size_t size) {
-    static char path[256];
-    snprintf(path, sizeof(path), "/tmp/fuzz_%s_%d.bin", name, (int)getpid());
+    char* path = fuzz_input_path;
+    if (path[0] == '\0') {
+        atexit(fuzz_remove_input);
+        struct stat st;
+        const char* dir = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(path, sizeof(fuzz_input_path), "%s/fuzz_%s_%d.bin", dir, name, (int)getpid());
+    }
     FILE* f = fopen(path, "wb");
     if (f == NULL || (size > 0 && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
         perror(path);
