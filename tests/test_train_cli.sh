@@ -122,6 +122,20 @@ expect_success "fresh d1: 2 steps" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" 
 expect_success "fresh d1: resume to 3" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 3 -s 0 -o "$W/d1" -y 1
 check "fresh d1: pairs 2 and 3" test -f "$W/d1/model_00000003.bin" -a -f "$W/d1/state_00000002.bin"
 
+# killed (SIGKILL) mid-run, soon after its first checkpoint, then resumed: the same final files as
+# a run never killed
+expect_success "kill: an uninterrupted run" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/unkilled"
+"$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/killed" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1000); do [ -f "$W/killed/model_00000005.bin" ] && break; sleep 0.01; done
+kill -9 $pid 2> /dev/null
+wait $pid 2> /dev/null
+check "kill: killed mid-run (newest checkpoint: $(ls "$W/killed" | grep '^model_' | tail -n 1))" test ! -f "$W/killed/model_00000300.bin"
+expect_success "kill: resume after SIGKILL" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/killed" -y 1
+check "kill: final model identical" cmp -s "$W/unkilled/model_00000300.bin" "$W/killed/model_00000300.bin"
+check "kill: final state identical" cmp -s "$W/unkilled/state_00000300.bin" "$W/killed/state_00000300.bin"
+check "kill: no .tmp left" test -z "$(ls "$W/killed" | grep tmp)"
+
 echo "== b. bad input"
 T=(-i "$TRAIN_GLOB" -j "" -b 2 -t 8 -x 2 -s 0)
 # checkpoints
@@ -225,6 +239,9 @@ expect_error "data: no shard matches" "no file matches" "$TRAIN" -e "$MODEL" "${
 expect_error "data: shard smaller than a batch" "only 10 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/small.bin"
 cp "$W/data/val_000.bin" "$W/data/cut.bin"; truncate -s 1100 "$W/data/cut.bin"
 expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/cut.bin" -v 1
+
+mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
+expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
 
 # flags
 expect_error "flag: T above the model maximum" "sequence length -t 65 exceeds the model's maximum sequence length 64" "$TRAIN" -e "$MODEL" "${T[@]}" -t 65
