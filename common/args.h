@@ -156,6 +156,10 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     if (a->total_batch == 0 || a->total_batch % bt != 0) {
         fatal("total batch -d %ld must be a positive multiple of B*T = %d*%d = %ld", a->total_batch, a->B, a->T, bt);
     }
+    if (a->total_batch / bt > (1L << 20)) {  // the trainers count micro-batches in an int
+        fatal("total batch -d %ld needs %ld micro-batches of B*T = %ld per step (at most %ld)", a->total_batch,
+              a->total_batch / bt, bt, 1L << 20);
+    }
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
 }
 

@@ -251,6 +251,9 @@ for f in "-b 0" "-b -2" "-t 0" "-t 2000000" "-x 0" "-x -1" "-d -7" "-m 0" "-nk -
     expect_error "flag: $f" "out of range" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
 done
 expect_error "flag: -d 0" "must be a positive multiple" "$TRAIN" -e "$MODEL" "${T[@]}" -d 0
+# 2^40 tokens = 2^36 micro-batches of 16: the int count of micro-batches wrapped to 0 (a silent run of
+# zero steps) before args.h capped it
+expect_error "flag: -d with too many micro-batches" "needs 68719476736 micro-batches" "$TRAIN" -e "$MODEL" "${T[@]}" -d 1099511627776
 for f in "-b two" "-t 8x" "-x ''" "-l nan" "-l inf" "-q 0.5.1" "-b 99999999999999999999" "-n 0x10"; do
     set -- $f
     [ "$2" = "''" ] && set -- "$1" ""
