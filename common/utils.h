@@ -142,24 +142,30 @@ static inline void atomic_open(AtomicFile* af, const char* path) {
     if (af->f == NULL) { fatal("cannot write %s: %s", af->tmp_path, strerror(errno)); }
 }
 
+// a failed write: the temporary file goes, <path> stays as it was (or absent), one error line
+static inline void atomic_fail(AtomicFile* af, int err) __attribute__((noreturn));
+static inline void atomic_fail(AtomicFile* af, int err) {
+    remove(af->tmp_path);
+    if (file_exists(af->path)) {
+        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+    }
+    fatal("writing %s failed (%s); %s was not written", af->tmp_path, strerror(err), af->path);
+}
+
 // on failure the temporary file is removed and the previous <path> is left as it was
 static inline void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t count) {
     if (count > 0 && fwrite(ptr, size, count, af->f) != count) {
         int err = errno;
         fclose(af->f);
-        remove(af->tmp_path);
-        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+        atomic_fail(af, err);
     }
 }
 
 static inline void atomic_commit(AtomicFile* af) {
-    int ok = fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
-    int err = errno;
-    ok = (fclose(af->f) == 0) && ok;
-    if (!ok) {
-        remove(af->tmp_path);
-        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
-    }
+    int err = 0;
+    if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) { err = errno; }
+    if (fclose(af->f) != 0 && err == 0) { err = errno; }
+    if (err != 0) { atomic_fail(af, err); }
     if (rename(af->tmp_path, af->path) != 0) {
         err = errno;
         remove(af->tmp_path);

@@ -296,7 +296,7 @@ LIMIT_KB=$(( (STATE_SIZE / 1024) / 2 ))
 resume_of full
 run full_disk bash -c "trap '' XFSZ; ulimit -f $LIMIT_KB; exec ${R[*]@Q}"
 lines=$(wc -l < "$W/full_disk.err")
-if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -q "^error: writing $W/full/state_00000004.bin.tmp failed (File too large)" "$W/full_disk.err"; then
+if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -q "^error: writing $W/full/state_00000004.bin.tmp failed (File too large); $W/full/state_00000004.bin was not written$" "$W/full_disk.err"; then
     ok "full disk (state file): $(cat "$W/full_disk.err")"
 else
     echo "       exit status $rc"; bad "full disk (state file): one error line, exit 1" "$W/full_disk.err"
@@ -310,6 +310,12 @@ mkdir "$W/full/model_00000004.bin.tmp"
 expect_error "model file cannot be written after the state" "cannot write $W/full/model_00000004.bin.tmp" "${R[@]}"
 rmdir "$W/full/model_00000004.bin.tmp"
 check "half-written pair: state 4 alone is not a checkpoint" test -f "$W/full/state_00000004.bin" -a ! -f "$W/full/model_00000004.bin"
+# the disk is full again while that lone state 4 is being rewritten: it stays as it was
+cp "$W/full/state_00000004.bin" "$W/state4.copy"
+run full_disk2 bash -c "trap '' XFSZ; ulimit -f $LIMIT_KB; exec ${R[*]@Q}"
+check "full disk over an existing file: exit 1, 'the previous ... is intact'" \
+    grep -qx "error: writing $W/full/state_00000004.bin.tmp failed (File too large); the previous $W/full/state_00000004.bin is intact" "$W/full_disk2.err"
+check "full disk over an existing file: it is" cmp -s "$W/full/state_00000004.bin" "$W/state4.copy"
 expect_success "full disk: resume after the failures" "${R[@]}"
 check "full disk: ... resumed from pair 2" grep -q "resumed from $W/full/model_00000002.bin at step 2" "$W/full_disk:_resume_after_the_failures.out"
 expect_success "full disk: the same 4 steps without failures" "$TRAIN" -e "$MODEL" "${T[@]}" -x 4 -o "$W/nofull"
