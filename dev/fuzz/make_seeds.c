@@ -72,6 +72,16 @@ int main(int argc, char** argv) {
         checkpoint_write(seed_path("checkpoint", name), &c, p);
         free(p);
     }
+    // the harness resizes a file marked "zzzz" at the end of its header to the size the header
+    // describes: a header of maxT 8, V 100, L 2, NH 4, C 8 (siamese), with a body of 64 bytes only
+    {
+        int header[256] = {MODEL_MAGIC, MODEL_VERSION, 8, 100, 2, 4, 8, 128, NORM_SIAMESE};
+        header[255] = 0x7a7a7a7a;
+        FILE* f = fopen_check(seed_path("checkpoint", "resize_me.bin"), "wb");
+        fwrite(header, sizeof(header), 1, f);
+        for (int i = 0; i < 16; i++) { float x = 0.1f * (float)(i - 8); fwrite(&x, sizeof(x), 1, f); }
+        fclose(f);
+    }
 
     // states: 10 parameters, with the "use the file size" prefix (0) and with the count (10)
     float mv[20];
