@@ -220,6 +220,12 @@ bad_state st_other_model
 cp data/test/pre/model.bin "$W/st_other_model/model_00000002.bin"
 resume_of st_other_model
 expect_error "state of another model (a pre-norm model beside it)" "but the model has" "${R[@]}"
+# a missing state file: that model is not a checkpoint; the resume falls back to the newest complete pair
+expect_success "state missing: a run with pairs 1 and 2" "$TRAIN" -e "$MODEL" "${T[@]}" -n 1 -o "$W/st_missing"
+rm "$W/st_missing/state_00000002.bin"
+resume_of st_missing
+expect_success "state missing: resume" "${R[@]}"
+check "state missing: ... from pair 1" grep -q "resumed from $W/st_missing/model_00000001.bin at step 1" "$W/state_missing:_resume.out"
 bad_state st_model_trunc; truncate -s 2000 "$W/st_model_trunc/model_00000002.bin"
 resume_of st_model_trunc
 expect_error "resume from a truncated model file" "model_00000002.bin: file has 2000 bytes" "${R[@]}"
