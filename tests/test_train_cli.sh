@@ -289,6 +289,14 @@ if [ "$(id -u)" -ne 0 ]; then
 else
     echo "skip output: chmod 555 folder (running as root, which ignores permissions)"
 fi
+# a folder path of 1024 characters: main.log went, cut to 1023 characters, to a file beside the
+# folder, and the first checkpoint failed only after the training steps ("output path too long")
+LONG="$W/long"
+while [ ${#LONG} -lt 900 ]; do LONG="$LONG/$(printf '%0100d' 0)"; done
+mkdir -p "$LONG"
+LONG="$LONG/$(printf 'b%.0s' $(seq $((1024 - ${#LONG} - 1))))"
+expect_error "output: a path too long for its file names" "output folder -o is too long (1024 characters, at most 1000)" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$LONG"
+check "output: ... and nothing was written" test -z "$(ls "$(dirname "$LONG")")"
 expect_error "output: -o holds a run, no -y" "already holds a run" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/good_run"
 mkdir -p "$W/logonly"; echo "step=1 train_loss=1" > "$W/logonly/main.log"
 expect_error "output: -o holds only a main.log, no -y" "already holds a run" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/logonly"
