@@ -162,7 +162,9 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     }
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
     // the file names in it ("/model_XXXXXXXX.bin.tmp", "/main.log") must fit the 1024-byte path buffers
-    if (strlen(a->output_dir) > 1000) { fatal("output folder -o is too long (%zu characters, at most 1000)", strlen(a->output_dir)); }
+    if (strlen(a->output_dir) > 1000) {
+        fatal("output folder -o is too long (%zu characters, at most 1000)", strlen(a->output_dir));
+    }
 }
 
 // checks that need the model: the sequence length and the token vocabulary
