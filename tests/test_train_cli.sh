@@ -373,5 +373,16 @@ check "-nk 2 on resume: exactly pairs 6 and 7" test "$(cd "$W/keep" && echo *)" 
 expect_success "-nk 0 keeps all" "$TRAIN" -e "$MODEL" "${T[@]}" -x 3 -n 1 -o "$W/keepall"
 check "-nk 0: pairs 1, 2, 3" test "$(cd "$W/keepall" && ls model_* | wc -l)" -eq 3
 
+# more pairs than list_checkpoints holds (4096): the newest must still be found. A real pair renamed
+# to step 5000 (its state header says so), and 4100 pairs of empty files before it; readdir lists
+# them in any order, and list_checkpoints used to keep the first 4096 it saw
+cp -r "$W/good_run" "$W/many"
+mv "$W/many/model_00000002.bin" "$W/many/model_00005000.bin"
+mv "$W/many/state_00000002.bin" "$W/many/state_00005000.bin"
+put_int "$W/many/state_00005000.bin" 2 5000
+(cd "$W/many" && seq -f '%08g' 1 4100 | sed 's/.*/model_&.bin state_&.bin/' | xargs touch)
+expect_success "4100 older pairs: resume" "$TRAIN" -e "$MODEL" "${T[@]}" -x 5001 -o "$W/many" -y 1
+check "4100 older pairs: ... from the newest, 5000" grep -q "resumed from $W/many/model_00005000.bin at step 5000" "$W/4100_older_pairs:_resume.out"
+
 echo "test_train_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
