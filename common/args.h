@@ -140,7 +140,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'u': a->warmup_steps = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
             case 'c': a->weight_decay = parse_float_flag(flag, v, 0.0, 10.0); break;
-            case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
+            case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, 99999999); break;  // 8-digit checkpoint names
             case 'v': a->val_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'm': a->val_batches = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
             case 's': a->sample_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;

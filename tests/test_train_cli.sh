@@ -252,7 +252,7 @@ expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin:
 # flags
 expect_error "flag: T above the model maximum" "sequence length -t 65 exceeds the model's maximum sequence length 64" "$TRAIN" -e "$MODEL" "${T[@]}" -t 65
 expect_error "flag: B*T does not divide -d" "must be a positive multiple of B*T" "$TRAIN" -e "$MODEL" "${T[@]}" -d 24
-for f in "-b 0" "-b -2" "-t 0" "-t 2000000" "-x 0" "-x -1" "-d -7" "-m 0" "-nk -1" "-y 2" "-l -1" "-g -1"; do
+for f in "-b 0" "-b -2" "-t 0" "-t 2000000" "-x 0" "-x -1" "-x 100000000" "-d -7" "-m 0" "-nk -1" "-y 2" "-l -1" "-g -1"; do
     set -- $f
     expect_error "flag: $f" "out of range" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
 done
