@@ -8,12 +8,14 @@
 # tests/bin/mkshard, so the whole file takes a few seconds. It checks
 #   a. exact resume: 2K steps straight == K steps, stop, resume -y 1 for K more (step losses,
 #      val losses, final model and state files byte for byte), with gradient accumulation, a val
-#      loader, sampling, two shards and a wrap-around of the data
+#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run
 #   b. bad input of every class ends with exactly one "error: ..." line on stderr and exit status 1
+#      (checkpoints, state files, data, flags, output folders); a missing state file
 #   c. a full disk (ulimit -f, SIGXFSZ ignored) while checkpointing: error, exit 1, no .tmp left,
-#      the previous pair intact and resumable
+#      the previous pair intact and resumable; and while writing main.log
 #   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS)
-#   e. -nk keeps exactly the newest N pairs
+#   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
+# KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
 set -u
 cd "$(dirname "$0")/.."
