@@ -84,8 +84,9 @@ check-cuda:
 FORCE:
 
 -include tests/tests.mk
+-include tests/robust.mk
 
-test: test-parity test-corrupt test-data check-cuda
+test: test-parity test-corrupt test-data test-train-cli test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags

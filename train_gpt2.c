@@ -1141,12 +1141,12 @@ int main(int argc, char** argv) {
     st.sample_rng = args.seed;
     if (resume_step >= 0) {
         state_read(state_path, &st, model.m_memory, model.v_memory, model.num_parameters);
-        if (st.step != resume_step) { fatal("%s says step %d, its name says %d", state_path, st.step, resume_step); }
+        resume_check_state(&st, &args, state_path, resume_step);
         dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
         printf("resumed from %s at step %d\n", model_path, st.step);
         if (st.step >= args.max_steps) {
+            // nothing to do: the loop below runs no step, and everything is freed as after a run
             printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
-            return 0;
         }
     }
     st.B = args.B;

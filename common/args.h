@@ -140,7 +140,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'u': a->warmup_steps = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
             case 'c': a->weight_decay = parse_float_flag(flag, v, 0.0, 10.0); break;
-            case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
+            case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, 99999999); break;  // 8-digit checkpoint names
             case 'v': a->val_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'm': a->val_batches = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
             case 's': a->sample_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
@@ -156,7 +156,15 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     if (a->total_batch == 0 || a->total_batch % bt != 0) {
         fatal("total batch -d %ld must be a positive multiple of B*T = %d*%d = %ld", a->total_batch, a->B, a->T, bt);
     }
+    if (a->total_batch / bt > (1L << 20)) {  // the trainers count micro-batches in an int
+        fatal("total batch -d %ld needs %ld micro-batches of B*T = %ld per step (at most %ld)", a->total_batch,
+              a->total_batch / bt, bt, 1L << 20);
+    }
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
+    // the file names in it ("/model_XXXXXXXX.bin.tmp", "/main.log") must fit the 1024-byte path buffers
+    if (strlen(a->output_dir) > 1000) {
+        fatal("output folder -o is too long (%zu characters, at most 1000)", strlen(a->output_dir));
+    }
 }
 
 // checks that need the model: the sequence length and the token vocabulary

@@ -149,11 +149,14 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
     d->num_shards = (int)g.gl_pathc;
     d->shard_paths = (char**)malloc_check(g.gl_pathc * sizeof(char*), "shard paths");
     d->shard_tokens = (long*)malloc_check(g.gl_pathc * sizeof(long), "shard sizes");
-    long largest = 0;
     for (int i = 0; i < d->num_shards; i++) {
         size_t length = strlen(g.gl_pathv[i]);
         d->shard_paths[i] = (char*)malloc_check(length + 1, "shard path");
         memcpy(d->shard_paths[i], g.gl_pathv[i], length + 1);
+    }
+    globfree(&g);  // before any check of the shards can fail
+    long largest = 0;
+    for (int i = 0; i < d->num_shards; i++) {
         FILE* f = fopen_check(d->shard_paths[i], "rb");
         long n = dataloader_read_header(d->shard_paths[i], f);
         fclose(f);
@@ -164,7 +167,6 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
         d->shard_tokens[i] = n;
         if (n > largest) { largest = n; }
     }
-    globfree(&g);
 
     d->tokens = (uint16_t*)malloc_check((size_t)largest * sizeof(uint16_t), "shard tokens");
     d->inputs = (int*)malloc_check((size_t)B * T * sizeof(int), "input tokens");

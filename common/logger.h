@@ -27,12 +27,28 @@ static inline void logger_init(Logger* lg, const char* output_dir, int resume) {
 static inline void logger_line(Logger* lg, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline void logger_line(Logger* lg, const char* fmt, ...) {
     if (lg->f == NULL) { return; }
+    // one write(2) per line, no stdio buffer: when the disk is full, the part of the line that got
+    // out is cut off again, so the log never ends in half a line
+    char line[1024];
     va_list args;
     va_start(args, fmt);
-    vfprintf(lg->f, fmt, args);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, args);
     va_end(args);
-    fputc('\n', lg->f);
-    if (fflush(lg->f) != 0) { fatal("writing the log failed: %s", strerror(errno)); }
+    if (n < 0) { n = 0; }
+    if (n > (int)sizeof(line) - 2) { n = (int)sizeof(line) - 2; }
+    line[n++] = '\n';
+    int fd = fileno(lg->f);
+    off_t start = lseek(fd, 0, SEEK_END);
+    for (int done = 0; done < n;) {
+        ssize_t w = write(fd, line + done, (size_t)(n - done));
+        if (w < 0 && errno == EINTR) { continue; }
+        if (w <= 0) {
+            int err = w < 0 ? errno : EIO;
+            if (start >= 0 && ftruncate(fd, start) != 0) { /* nothing more we can do */ }
+            fatal("writing the log failed (%s); its earlier lines are intact", strerror(err));
+        }
+        done += (int)w;
+    }
 }
 
 static inline void logger_free(Logger* lg) {

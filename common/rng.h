@@ -7,6 +7,7 @@ on the CPU and on the GPU (initialisation happens on the host).
 #define COMMON_RNG_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 static inline uint32_t random_u32(uint64_t* state) {

@@ -41,7 +41,9 @@ static inline void put_long(int* header, int i, long v) {
     header[i + 1] = (int)(v >> 31);
 }
 
-static inline long get_long(const int* header, int i) { return (long)header[i] + ((long)header[i + 1] << 31); }
+// (multiplied, not shifted: the high half of a corrupted file may be negative, and shifting a
+// negative number is undefined behaviour)
+static inline long get_long(const int* header, int i) { return (long)header[i] + (long)header[i + 1] * 2147483648L; }
 
 static inline void state_write(const char* path, const TrainState* st, const float* m, const float* v) {
     int header[256];
@@ -103,7 +105,8 @@ static inline void state_read(const char* path, TrainState* st, float* m, float*
     fclose(f);
 }
 
-// the steps of the complete checkpoint pairs in `dir`, ascending; returns how many (at most cap)
+// the steps of the complete checkpoint pairs in `dir`, ascending; returns how many (at most cap:
+// then the newest cap)
 static inline int list_checkpoints(const char* dir, int* steps, int cap) {
     DIR* d = opendir(dir);
     if (d == NULL) { return 0; }
@@ -116,7 +119,13 @@ static inline int list_checkpoints(const char* dir, int* steps, int cap) {
         char state_path[1100];
         checkpoint_paths(dir, step, NULL, state_path, sizeof(state_path));
         if (!file_exists(state_path)) { continue; }  // incomplete pair: the state is written first
-        if (n < cap) { steps[n++] = step; }
+        if (n < cap) {
+            steps[n++] = step;
+        } else {  // more pairs than fit: keep the newest `cap` (readdir's order is arbitrary)
+            int oldest = 0;
+            for (int i = 1; i < n; i++) { if (steps[i] < steps[oldest]) { oldest = i; } }
+            if (step > steps[oldest]) { steps[oldest] = step; }
+        }
     }
     closedir(d);
     for (int i = 1; i < n; i++) {  // insertion sort, the lists are short

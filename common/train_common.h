@@ -68,4 +68,14 @@ static inline void nonfinite_step(Logger* lg, const TrainArgs* a, TrainState* st
     }
 }
 
+// a state read back for -y 1 must be the one its name says, from a run with the same batch shape:
+// with another -b, -t or -d the data position and the accumulation would not continue the run
+static inline void resume_check_state(const TrainState* st, const TrainArgs* a, const char* state_path, int resume_step) {
+    if (st->step != resume_step) { fatal("%s says step %d, its name says %d", state_path, st->step, resume_step); }
+    if (st->B != a->B || st->T != a->T || st->total_batch != a->total_batch) {
+        fatal("%s was written with -b %d -t %d -d %ld; resume with the same (not -b %d -t %d -d %ld)", state_path,
+              st->B, st->T, st->total_batch, a->B, a->T, a->total_batch);
+    }
+}
+
 #endif // COMMON_TRAIN_COMMON_H

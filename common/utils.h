@@ -25,8 +25,40 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 // ----------------------------------------------------------------------------
 // fatal errors: one line, non-zero exit
 
+#ifdef FUZZING
+// Fuzz builds only (dev/fuzz/): once a harness has armed fuzz_fatal_jump (setjmp), fatal() formats
+// its message into fuzz_fatal_message and jumps back to the harness instead of exiting, and the
+// files fopen_check opened are tracked so that the harness can close those an error left open.
+#include <setjmp.h>
+static jmp_buf fuzz_fatal_jump;
+static int fuzz_fatal_armed = 0;
+static char fuzz_fatal_message[2048];
+static FILE* fuzz_open_files[16];
+static inline void fuzz_track_file(FILE* f) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == NULL) { fuzz_open_files[i] = f; return; } }
+    abort();  // a reader holds more than 16 files open at once: a leak worth a crash
+}
+static inline int fuzz_fclose(FILE* f) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == f) { fuzz_open_files[i] = NULL; } }
+    return fclose(f);
+}
+static inline void fuzz_close_files(void) {
+    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i]) { fclose(fuzz_open_files[i]); fuzz_open_files[i] = NULL; } }
+}
+#define fclose(f) fuzz_fclose(f)
+#endif
+
 static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void fatal(const char* fmt, ...) {
+#ifdef FUZZING
+    if (fuzz_fatal_armed) {
+        va_list fuzz_args;
+        va_start(fuzz_args, fmt);
+        vsnprintf(fuzz_fatal_message, sizeof(fuzz_fatal_message), fmt, fuzz_args);
+        va_end(fuzz_args);
+        longjmp(fuzz_fatal_jump, 1);
+    }
+#endif
     fflush(stdout);
     va_list args;
     va_start(args, fmt);
@@ -58,6 +90,11 @@ static inline void* calloc_check(size_t count, size_t size, const char* what) {
 static inline FILE* fopen_check(const char* path, const char* mode) {
     FILE* f = fopen(path, mode);
     if (f == NULL) { fatal("cannot open %s: %s", path, strerror(errno)); }
+    struct stat st;  // a folder opens for reading, and then fails with a puzzling "seek failed"
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { fclose(f); fatal("cannot open %s: it is a folder", path); }
+#ifdef FUZZING
+    fuzz_track_file(f);
+#endif
     return f;
 }
 
@@ -100,9 +137,19 @@ typedef struct {
 static inline void atomic_open(AtomicFile* af, const char* path) {
     if (strlen(path) >= sizeof(af->path)) { fatal("output path too long: %s", path); }
     strcpy(af->path, path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", af->path);
     af->f = fopen(af->tmp_path, "wb");
     if (af->f == NULL) { fatal("cannot write %s: %s", af->tmp_path, strerror(errno)); }
+}
+
+// a failed write: the temporary file goes, <path> stays as it was (or absent), one error line
+static inline void atomic_fail(AtomicFile* af, int err) __attribute__((noreturn));
+static inline void atomic_fail(AtomicFile* af, int err) {
+    remove(af->tmp_path);
+    if (file_exists(af->path)) {
+        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+    }
+    fatal("writing %s failed (%s); %s was not written", af->tmp_path, strerror(err), af->path);
 }
 
 // on failure the temporary file is removed and the previous <path> is left as it was
@@ -110,19 +157,15 @@ static inline void atomic_write(AtomicFile* af, const void* ptr, size_t size, si
     if (count > 0 && fwrite(ptr, size, count, af->f) != count) {
         int err = errno;
         fclose(af->f);
-        remove(af->tmp_path);
-        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
+        atomic_fail(af, err);
     }
 }
 
 static inline void atomic_commit(AtomicFile* af) {
-    int ok = fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
-    int err = errno;
-    ok = (fclose(af->f) == 0) && ok;
-    if (!ok) {
-        remove(af->tmp_path);
-        fatal("writing %s failed (%s); the previous %s is intact", af->tmp_path, strerror(err), af->path);
-    }
+    int err = 0;
+    if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) { err = errno; }
+    if (fclose(af->f) != 0 && err == 0) { err = errno; }
+    if (err != 0) { atomic_fail(af, err); }
     if (rename(af->tmp_path, af->path) != 0) {
         err = errno;
         remove(af->tmp_path);

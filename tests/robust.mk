@@ -1,0 +1,42 @@
+# tests/robust.mk: the trainer's robustness tests (issue 5), included by the top-level Makefile.
+#   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
+#   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
+#                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
+#   make asan             the C tests and the trainer under AddressSanitizer + UBSan, then the
+#                         trainer's tests and a short run with checkpoints and a resume (not in `make test`)
+
+FUZZ_TARGETS := checkpoint state dataloader tokenizer
+FUZZ_REPLAY_BINS := $(addprefix tests/bin/replay_,$(FUZZ_TARGETS))
+ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -I. -Wno-unused-function -Wno-unknown-pragmas
+# the replays in `make test` check for undefined behaviour too where the compiler has UBSan
+REPLAY_UBSAN := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=undefined -x c - -o /dev/null 2>/dev/null \
+	&& echo -fsanitize=undefined -fno-sanitize-recover=all)
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+.PHONY: test-train-cli test-fuzz-replay asan
+
+tests/bin/mkshard: tests/mkshard.c | tests/bin
+	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+test-train-cli: train_gpt2 tests/bin/mkshard
+	bash tests/test_train_cli.sh
+
+# each harness with a main() that calls LLVMFuzzerTestOneInput on every file named on the command line
+# (built with gcc: no libFuzzer needed)
+$(FUZZ_REPLAY_BINS): tests/bin/replay_%: dev/fuzz/fuzz_%.c dev/fuzz/fuzz.h dev/fuzz/replay_main.c train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(ROBUST_CFLAGS) $(REPLAY_UBSAN) -DFUZZING -o $@ $< dev/fuzz/replay_main.c -lm
+
+test-fuzz-replay: $(FUZZ_REPLAY_BINS)
+	@for t in $(FUZZ_TARGETS); do ./tests/bin/replay_$$t tests/fuzz_regressions/$$t/* || exit 1; done
+
+asan: export ASAN_OPTIONS = halt_on_error=1:detect_leaks=1
+asan: export UBSAN_OPTIONS = halt_on_error=1:print_stacktrace=1
+asan: | tests/bin
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -fopenmp train_gpt2.c -o tests/bin/train_gpt2_asan -lm
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -Wno-unused-function test_gpt2.c -o tests/bin/test_gpt2_asan -lm
+	for t in $(FUZZ_TARGETS); do $(CC) $(ROBUST_CFLAGS) $(ASAN_FLAGS) -DFUZZING -o tests/bin/replay_$${t}_asan \
+		dev/fuzz/fuzz_$$t.c dev/fuzz/replay_main.c -lm || exit 1; done
+	$(MAKE) --no-print-directory tests/bin/mkshard test-data-asan
+	for t in $(FUZZ_TARGETS); do ./tests/bin/replay_$${t}_asan tests/fuzz_regressions/$$t/* || exit 1; done
+	./tests/bin/test_gpt2_asan
+	TRAIN=tests/bin/train_gpt2_asan bash tests/test_train_cli.sh

@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# tests/test_train_cli.sh: end-to-end tests of the CPU trainer's robustness (issue 5).
+#
+#   bash tests/test_train_cli.sh            (make test runs it; TRAIN=... picks another binary)
+#
+# Every run uses a tiny model: the 3-layer, C=32, V=200, maxT=64 siamese checkpoint of
+# data/test/siamese/model.bin (one run also starts a fresh -e d1), and token shards written by
+# tests/bin/mkshard, so the whole file takes a few seconds. It checks
+#   a. exact resume: 2K steps straight == K steps, stop, resume -y 1 for K more (step losses,
+#      val losses, final model and state files byte for byte), with gradient accumulation, a val
+#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run
+#   b. bad input of every class ends with exactly one "error: ..." line on stderr and exit status 1
+#      (checkpoints, state files, data, flags, output folders); a missing state file
+#   c. a full disk (ulimit -f, SIGXFSZ ignored) while checkpointing: error, exit 1, no .tmp left,
+#      the previous pair intact and resumable; and while writing main.log
+#   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS)
+#   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
+# KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
+# and closes with "N passed, N failed" (exit status 1 when anything failed).
+set -u
+cd "$(dirname "$0")/.."
+TRAIN=${TRAIN:-./train_gpt2}
+MKSHARD=${MKSHARD:-tests/bin/mkshard}
+MODEL=data/test/siamese/model.bin
+# one thread (tiny model), except the exact-resume runs: two, so that they also check that the
+# OpenMP reductions give the same bits from run to run
+export OMP_NUM_THREADS=1
+unset TRAIN_GPT2_NAN_STEPS
+KEEP=${KEEP:-0}  # KEEP=1 keeps the work folder
+# in /dev/shm where there is one: the checkpoints' fsync calls cost nothing there
+TMP_ROOT=/tmp
+[ -d /dev/shm ] && [ -w /dev/shm ] && TMP_ROOT=/dev/shm
+W=$(mktemp -d "$TMP_ROOT/test_train_cli_XXXXXX")
+trap '[ "$KEEP" = 1 ] && echo "kept $W" || rm -rf "$W"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/       | /' "$2" | head -20; return 0; }
+
+# run NAME CMD...: runs CMD with stdout/stderr in $W/NAME.out/.err, sets $rc
+run() {
+    local name=${1//[\/ ]/_}
+    shift
+    "$@" > "$W/$name.out" 2> "$W/$name.err"
+    rc=$?
+}
+
+# expect_error NAME NEEDLE CMD...: exit status 1 and exactly one stderr line "error: ..." containing NEEDLE
+expect_error() {
+    local title=$1 name=${1//[\/ ]/_} needle=$2
+    shift 2
+    run "$name" "$@"
+    local lines first
+    lines=$(wc -l < "$W/$name.err")
+    first=$(head -n 1 "$W/$name.err")
+    if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && [[ "$first" == "error: "* ]] && [[ "$first" == *"$needle"* ]]; then
+        ok "$title: $first"
+    else
+        echo "       exit status $rc, $lines stderr lines, expected one 'error: ...$needle...'"
+        bad "$title" "$W/$name.err"
+    fi
+}
+
+expect_success() {
+    local title=$1 name=${1//[\/ ]/_}
+    shift
+    run "$name" "$@"
+    if [ "$rc" -eq 0 ] && [ ! -s "$W/$name.err" ]; then ok "$title"; else echo "       exit status $rc"; bad "$title" "$W/$name.err"; fi
+}
+
+# put_int FILE INDEX VALUE: overwrite the int32 number INDEX of FILE (little-endian)
+put_int() {
+    local v=$3
+    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v & 255)) $(((v >> 8) & 255)) $(((v >> 16) & 255)) $(((v >> 24) & 255)))" |
+        dd of="$1" bs=4 seek="$2" conv=notrunc status=none
+}
+
+# check NAME COMMAND...: a plain condition
+check() {
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+# the train lines of a main.log without the timings, and its val lines
+train_lines() { grep train_loss "$1" | sed 's/ ms=.*//'; }
+
+[ -x "$TRAIN" ] || { echo "error: $TRAIN not built" >&2; exit 1; }
+[ -x "$MKSHARD" ] || { echo "error: $MKSHARD not built" >&2; exit 1; }
+mkdir -p "$W/data"
+"$MKSHARD" "$W/data/train_000.bin" 120 200 1
+"$MKSHARD" "$W/data/train_001.bin" 90 200 2
+"$MKSHARD" "$W/data/val_000.bin" 100 200 3
+TRAIN_GLOB="$W/data/train_*.bin"
+# B 2, T 8, 32 tokens per step = 2 micro-batches; the two shards hold 7 + 5 micro-batches
+FLAGS=(-e "$MODEL" -i "$TRAIN_GLOB" -j "$W/data/val_000.bin" -b 2 -t 8 -d 32 -v 2 -m 2 -s 2 -g 4
+       -l 1e-3 -u 4 -q 0.1 -c 0.1)  # warmup covers the first half: its -x does not change the lr
+
+echo "== a. exact resume"
+expect_success straight env OMP_NUM_THREADS=2 "$TRAIN" "${FLAGS[@]}" -x 8 -n 4 -o "$W/straight"
+expect_success first_half env OMP_NUM_THREADS=2 "$TRAIN" "${FLAGS[@]}" -x 4 -o "$W/resumed"
+expect_success second_half env OMP_NUM_THREADS=2 "$TRAIN" "${FLAGS[@]}" -x 8 -n 4 -o "$W/resumed" -y 1
+check "resume: the resumed run says so" grep -q "resumed from $W/resumed/model_00000004.bin at step 4" "$W/second_half.out"
+check "resume: 8 train lines" test "$(train_lines "$W/resumed/main.log" | wc -l)" -eq 8
+if diff <(train_lines "$W/straight/main.log") <(train_lines "$W/resumed/main.log") > "$W/diff_train"; then
+    ok "resume: identical train loss, norm and lr at every step"
+else
+    bad "resume: train lines differ" "$W/diff_train"
+fi
+missing=0
+while read -r line; do grep -qxF "$line" "$W/resumed/main.log" || missing=1; done < <(grep val_loss "$W/straight/main.log")
+check "resume: every val loss of the straight run (steps 0,2,4,6,8) in the resumed log" test "$missing" -eq 0
+for f in model_00000004.bin state_00000004.bin model_00000008.bin state_00000008.bin; do
+    check "resume: $f byte-identical" cmp -s "$W/straight/$f" "$W/resumed/$f"
+done
+# the samples after the resume come from the restored sampling random state
+check "resume: identical samples after the resume" \
+    diff <(sed -n '/step 5\//,$p' "$W/straight.out" | grep -v -e '^step' -e '^wrote' -e ms) \
+         <(sed -n '/step 5\//,$p' "$W/second_half.out" | grep -v -e '^step' -e '^wrote' -e ms)
+expect_success "resume: an already complete run does nothing" "$TRAIN" "${FLAGS[@]}" -x 8 -o "$W/resumed" -y 1
+check "resume: ... and says so" grep -q "already complete" "$W/resume:_an_already_complete_run_does_nothing.out"
+# a fresh d1 (V 50257, C 64) model and its resume
+expect_success "fresh d1: 2 steps" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 2 -s 0 -o "$W/d1"
+expect_success "fresh d1: resume to 3" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 3 -s 0 -o "$W/d1" -y 1
+check "fresh d1: pairs 2 and 3" test -f "$W/d1/model_00000003.bin" -a -f "$W/d1/state_00000002.bin"
+
+# killed (SIGKILL) mid-run, soon after its first checkpoint, then resumed: the same final files as
+# a run never killed
+expect_success "kill: an uninterrupted run" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/unkilled"
+"$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/killed" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1000); do [ -f "$W/killed/model_00000005.bin" ] && break; sleep 0.01; done
+kill -9 $pid 2> /dev/null
+wait $pid 2> /dev/null
+check "kill: killed mid-run (newest checkpoint: $(ls "$W/killed" | grep '^model_' | tail -n 1))" test ! -f "$W/killed/model_00000300.bin"
+expect_success "kill: resume after SIGKILL" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/killed" -y 1
+check "kill: final model identical" cmp -s "$W/unkilled/model_00000300.bin" "$W/killed/model_00000300.bin"
+check "kill: final state identical" cmp -s "$W/unkilled/state_00000300.bin" "$W/killed/state_00000300.bin"
+check "kill: no .tmp left" test -z "$(ls "$W/killed" | grep tmp)"
+
+echo "== b. bad input"
+T=(-i "$TRAIN_GLOB" -j "" -b 2 -t 8 -x 2 -s 0)
+# checkpoints
+cp "$MODEL" "$W/good.bin"
+SIZE=$(stat -c %s "$MODEL")
+bad_model() { cp "$MODEL" "$W/$1.bin"; }
+expect_error "checkpoint missing" "cannot open $W/none.bin" "$TRAIN" -e "$W/none.bin" "${T[@]}"
+bad_model trunc; truncate -s $((SIZE - 4)) "$W/trunc.bin"
+expect_error "checkpoint truncated (body)" "has $((SIZE - 4)) bytes but its header describes $SIZE" "$TRAIN" -e "$W/trunc.bin" "${T[@]}"
+bad_model trunc_header; truncate -s 100 "$W/trunc_header.bin"
+expect_error "checkpoint truncated (header)" "smaller than the header" "$TRAIN" -e "$W/trunc_header.bin" "${T[@]}"
+: > "$W/empty.bin"
+expect_error "checkpoint empty" "truncated" "$TRAIN" -e "$W/empty.bin" "${T[@]}"
+bad_model longer; printf 'xxxx' >> "$W/longer.bin"
+expect_error "checkpoint with trailing bytes" "has $((SIZE + 4)) bytes" "$TRAIN" -e "$W/longer.bin" "${T[@]}"
+bad_model magic; put_int "$W/magic.bin" 0 12345
+expect_error "checkpoint wrong magic" "not a model checkpoint (bad magic 12345)" "$TRAIN" -e "$W/magic.bin" "${T[@]}"
+bad_model version; put_int "$W/version.bin" 1 2
+expect_error "checkpoint wrong version" "unsupported checkpoint version 2" "$TRAIN" -e "$W/version.bin" "${T[@]}"
+bad_model norm; put_int "$W/norm.bin" 8 7
+expect_error "checkpoint unknown norm mode" "unknown norm mode 7" "$TRAIN" -e "$W/norm.bin" "${T[@]}"
+bad_model negnorm; put_int "$W/negnorm.bin" 8 -1
+expect_error "checkpoint negative norm mode" "unknown norm mode -1" "$TRAIN" -e "$W/negnorm.bin" "${T[@]}"
+bad_model premode; put_int "$W/premode.bin" 8 0
+expect_error "checkpoint header sizes disagree with the file (siamese file says pre)" "header describes" "$TRAIN" -e "$W/premode.bin" "${T[@]}"
+bad_model layers; put_int "$W/layers.bin" 4 4
+expect_error "checkpoint header sizes disagree with the file (L 4)" "header describes" "$TRAIN" -e "$W/layers.bin" "${T[@]}"
+for spec in "2 0 maxT" "2 -5 maxT" "2 2000000000 maxT" "3 0 V" "3 -1 V" "4 0 L" "4 100000 L" "5 0 NH" "5 -2 NH" "5 3 NH" \
+            "6 0 C" "6 -32 C" "6 2147483647 C" "7 0 Vp" "7 200 Vp" "7 384 Vp" "7 -128 Vp"; do
+    set -- $spec
+    bad_model "absurd_$3_$2"; put_int "$W/absurd_$3_$2.bin" "$1" "$2"
+    expect_error "checkpoint absurd header value $3=$2" "inconsistent model sizes in header" "$TRAIN" -e "$W/absurd_$3_$2.bin" "${T[@]}"
+done
+mkdir -p "$W/adir.bin"
+expect_error "checkpoint is a folder" "cannot open $W/adir.bin: it is a folder" "$TRAIN" -e "$W/adir.bin" "${T[@]}"
+
+# state files: a good pair to spoil, one spoiled copy per case
+expect_success "state: a run to spoil" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/good_run"
+(cd "$W/good_run" && md5sum * > "$W/good_run.md5")
+STATE_SIZE=$(stat -c %s "$W/good_run/state_00000002.bin")
+# bad_state NAME: a copy of the good run in $W/NAME, whose state file is $S
+bad_state() { rm -rf "$W/$1"; cp -r "$W/good_run" "$W/$1"; S="$W/$1/state_00000002.bin"; }
+# resume_of NAME: sets R to the command that resumes the run in $W/NAME up to step 4
+resume_of() { R=("$TRAIN" -e "$MODEL" "${T[@]}" -x 4 -o "$W/$1" -y 1); }
+bad_state st_trunc; truncate -s $((STATE_SIZE - 8)) "$S"
+resume_of st_trunc
+expect_error "state truncated (body)" "has $((STATE_SIZE - 8)) bytes but its header describes $STATE_SIZE" "${R[@]}"
+bad_state st_trunc_header; truncate -s 1000 "$S"
+resume_of st_trunc_header
+expect_error "state truncated (header)" "smaller than the header" "${R[@]}"
+bad_state st_longer; printf 'abcd' >> "$S"
+resume_of st_longer
+expect_error "state with trailing bytes" "has $((STATE_SIZE + 4)) bytes" "${R[@]}"
+bad_state st_magic; put_int "$S" 0 20260208
+resume_of st_magic
+expect_error "state wrong magic" "is not a training state file (bad magic 20260208)" "${R[@]}"
+bad_state st_version; put_int "$S" 1 9
+resume_of st_version
+expect_error "state wrong version" "unsupported state version 9" "${R[@]}"
+bad_state st_params; put_int "$S" 5 1234
+resume_of st_params
+expect_error "state parameter count disagrees with the model" "holds optimizer state for 1234 parameters, but the model has" "${R[@]}"
+bad_state st_params_neg; put_int "$S" 6 -1
+resume_of st_params_neg
+expect_error "state parameter count negative (high word)" "parameters, but the model has" "${R[@]}"
+for spec in "2 -1 step" "3 -1 updates" "3 99 updates" "4 -3 nonfinite" "7 0 B" "8 -8 T" "9 0 total_batch" "11 -1 shard_index" "12 -5 shard_offset"; do
+    set -- $spec
+    bad_state "st_absurd_$3"; put_int "$S" "$1" "$2"
+    resume_of "st_absurd_$3"
+    expect_error "state absurd header value $3=$2" "state_00000002.bin: inconsistent values in header" "${R[@]}"
+done
+bad_state st_step; put_int "$S" 2 1; put_int "$S" 3 1
+resume_of st_step
+expect_error "state step disagrees with its name" "says step 1, its name says 2" "${R[@]}"
+bad_state st_shard; put_int "$S" 11 5
+resume_of st_shard
+expect_error "state data position outside the data (shard 5)" "shard index 5 to resume from is not in 0..1" "${R[@]}"
+bad_state st_offset; put_int "$S" 12 1000
+resume_of st_offset
+expect_error "state data position outside the data (offset 1000)" "offset 1000 to resume from" "${R[@]}"
+bad_state st_other_model
+cp data/test/pre/model.bin "$W/st_other_model/model_00000002.bin"
+resume_of st_other_model
+expect_error "state of another model (a pre-norm model beside it)" "but the model has" "${R[@]}"
+# a missing state file: that model is not a checkpoint; the resume falls back to the newest complete pair
+expect_success "state missing: a run with pairs 1 and 2" "$TRAIN" -e "$MODEL" "${T[@]}" -n 1 -o "$W/st_missing"
+rm "$W/st_missing/state_00000002.bin"
+resume_of st_missing
+expect_success "state missing: resume" "${R[@]}"
+check "state missing: ... from pair 1" grep -q "resumed from $W/st_missing/model_00000001.bin at step 1" "$W/state_missing:_resume.out"
+bad_state st_model_trunc; truncate -s 2000 "$W/st_model_trunc/model_00000002.bin"
+resume_of st_model_trunc
+expect_error "resume from a truncated model file" "model_00000002.bin: file has 2000 bytes" "${R[@]}"
+# the state remembers B, T and -d: a resume with others is refused (the data position and the
+# accumulation would not continue the run exactly); the same values resume fine
+expect_error "resume with another -b" "written with -b 2 -t 8 -d 16" "$TRAIN" -e "$MODEL" "${T[@]}" -b 1 -x 4 -o "$W/good_run" -y 1
+expect_error "resume with another -t" "written with -b 2 -t 8 -d 16" "$TRAIN" -e "$MODEL" "${T[@]}" -t 4 -x 4 -o "$W/good_run" -y 1
+expect_error "resume with another -d" "written with -b 2 -t 8 -d 16" "$TRAIN" -e "$MODEL" "${T[@]}" -d 32 -x 4 -o "$W/good_run" -y 1
+
+# dataset problems (the loader has its own unit tests; here one of each kind through the trainer)
+"$MKSHARD" "$W/data/oov.bin" 100 300 4
+expect_error "data: token id out of the model's vocabulary" "outside the vocabulary of 200 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/oov.bin"
+mkdir -p "$W/data/dir_000.bin"
+expect_error "data: a folder among the shards" "cannot open $W/data/dir_000.bin: it is a folder" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/dir_*.bin"
+expect_error "data: no shard matches" "no file matches" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/nothing_*.bin"
+"$MKSHARD" "$W/data/small.bin" 10 200 5
+expect_error "data: shard smaller than a batch" "only 10 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/small.bin"
+cp "$W/data/val_000.bin" "$W/data/cut.bin"; truncate -s 1100 "$W/data/cut.bin"
+expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/cut.bin" -v 1
+
+mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
+expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
+
+# flags
+expect_error "flag: T above the model maximum" "sequence length -t 65 exceeds the model's maximum sequence length 64" "$TRAIN" -e "$MODEL" "${T[@]}" -t 65
+expect_error "flag: B*T does not divide -d" "must be a positive multiple of B*T" "$TRAIN" -e "$MODEL" "${T[@]}" -d 24
+for f in "-b 0" "-b -2" "-t 0" "-t 2000000" "-x 0" "-x -1" "-x 100000000" "-d -7" "-m 0" "-nk -1" "-y 2" "-l -1" "-g -1"; do
+    set -- $f
+    expect_error "flag: $f" "out of range" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
+done
+expect_error "flag: -d 0" "must be a positive multiple" "$TRAIN" -e "$MODEL" "${T[@]}" -d 0
+# 2^40 tokens = 2^36 micro-batches of 16: the int count of micro-batches wrapped to 0 (a silent run of
+# zero steps) before args.h capped it
+expect_error "flag: -d with too many micro-batches" "needs 68719476736 micro-batches" "$TRAIN" -e "$MODEL" "${T[@]}" -d 1099511627776
+for f in "-b two" "-t 8x" "-x ''" "-l nan" "-l inf" "-q 0.5.1" "-b 99999999999999999999" "-n 0x10"; do
+    set -- $f
+    [ "$2" = "''" ] && set -- "$1" ""
+    expect_error "flag: $f" "expects" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
+done
+expect_error "flag: unknown flag" "unknown flag -z" "$TRAIN" -e "$MODEL" "${T[@]}" -z 1
+expect_error "flag: unknown long flag" "unknown flag -bb" "$TRAIN" -e "$MODEL" "${T[@]}" -bb 1
+expect_error "flag: stray argument" "unexpected argument 'extra'" "$TRAIN" -e "$MODEL" "${T[@]}" extra 1
+expect_error "flag: missing value" "flag -x needs a value" "$TRAIN" -e "$MODEL" "${T[@]}" -x
+expect_error "flag: unknown norm mode" "unknown norm mode 'sandwich'" "$TRAIN" -e d1 -N sandwich "${T[@]}"
+expect_error "flag: model depth d0" "out of range" "$TRAIN" -e d0 "${T[@]}"
+expect_error "flag: model depth d999" "out of range" "$TRAIN" -e d999 "${T[@]}"
+expect_error "flag: -y 1 without -o" "-y 1 needs an output folder" "$TRAIN" -e "$MODEL" "${T[@]}" -y 1
+expect_error "flag: bad TRAIN_GPT2_NAN_STEPS" "TRAIN_GPT2_NAN_STEPS" env TRAIN_GPT2_NAN_STEPS=x "$TRAIN" -e "$MODEL" "${T[@]}"
+
+# output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable
+# folders here are ones that no permission lets anyone write: below a regular file, and /proc.
+: > "$W/plainfile"
+expect_error "output: parent is a regular file" "cannot create output folder $W/plainfile/out" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/plainfile/out"
+expect_error "output: -o is a regular file" "exists and is not a folder" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/plainfile"
+if [ -d /proc/self ]; then
+    expect_error "output: /proc/self (no file can be created there, even by root)" "/proc/self" "$TRAIN" -e "$MODEL" "${T[@]}" -o /proc/self
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p "$W/ro"; chmod 555 "$W/ro"
+    expect_error "output: chmod 555 folder" "is not writable" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/ro"
+else
+    echo "skip output: chmod 555 folder (running as root, which ignores permissions)"
+fi
+# a folder path of 1024 characters: main.log went, cut to 1023 characters, to a file beside the
+# folder, and the first checkpoint failed only after the training steps ("output path too long")
+LONG="$W/long"
+while [ ${#LONG} -lt 900 ]; do LONG="$LONG/$(printf '%0100d' 0)"; done
+mkdir -p "$LONG"
+LONG="$LONG/$(printf 'b%.0s' $(seq $((1024 - ${#LONG} - 1))))"
+expect_error "output: a path too long for its file names" "output folder -o is too long (1024 characters, at most 1000)" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$LONG"
+check "output: ... and nothing was written" test -z "$(ls "$(dirname "$LONG")")"
+expect_error "output: -o holds a run, no -y" "already holds a run" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/good_run"
+mkdir -p "$W/logonly"; echo "step=1 train_loss=1" > "$W/logonly/main.log"
+expect_error "output: -o holds only a main.log, no -y" "already holds a run" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/logonly"
+check "output: the refused runs left that run alone" bash -c "cd '$W/good_run' && md5sum -c --quiet '$W/good_run.md5'"
+
+echo "== c. full disk while checkpointing"
+# a complete pair at step 2, then a resume whose step-4 checkpoint cannot be written
+cp -r "$W/good_run" "$W/full"
+cp "$W/full/model_00000002.bin" "$W/model2.copy"; cp "$W/full/state_00000002.bin" "$W/state2.copy"
+LIMIT_KB=$(( (STATE_SIZE / 1024) / 2 ))
+resume_of full
+run full_disk bash -c "trap '' XFSZ; ulimit -f $LIMIT_KB; exec ${R[*]@Q}"
+lines=$(wc -l < "$W/full_disk.err")
+if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -q "^error: writing $W/full/state_00000004.bin.tmp failed (File too large); $W/full/state_00000004.bin was not written$" "$W/full_disk.err"; then
+    ok "full disk (state file): $(cat "$W/full_disk.err")"
+else
+    echo "       exit status $rc"; bad "full disk (state file): one error line, exit 1" "$W/full_disk.err"
+fi
+check "full disk: no .tmp file left" test -z "$(ls "$W/full" | grep tmp)"
+check "full disk: no file of step 4" test -z "$(ls "$W/full" | grep 00000004)"
+check "full disk: pair 2 intact" cmp -s "$W/full/model_00000002.bin" "$W/model2.copy"
+check "full disk: state 2 intact" cmp -s "$W/full/state_00000002.bin" "$W/state2.copy"
+# the model file fails after its state was written: a folder squats on the temporary name
+mkdir "$W/full/model_00000004.bin.tmp"
+expect_error "model file cannot be written after the state" "cannot write $W/full/model_00000004.bin.tmp" "${R[@]}"
+rmdir "$W/full/model_00000004.bin.tmp"
+check "half-written pair: state 4 alone is not a checkpoint" test -f "$W/full/state_00000004.bin" -a ! -f "$W/full/model_00000004.bin"
+# the disk is full again while that lone state 4 is being rewritten: it stays as it was
+cp "$W/full/state_00000004.bin" "$W/state4.copy"
+run full_disk2 bash -c "trap '' XFSZ; ulimit -f $LIMIT_KB; exec ${R[*]@Q}"
+check "full disk over an existing file: exit 1, 'the previous ... is intact'" \
+    grep -qx "error: writing $W/full/state_00000004.bin.tmp failed (File too large); the previous $W/full/state_00000004.bin is intact" "$W/full_disk2.err"
+check "full disk over an existing file: it is" cmp -s "$W/full/state_00000004.bin" "$W/state4.copy"
+expect_success "full disk: resume after the failures" "${R[@]}"
+check "full disk: ... resumed from pair 2" grep -q "resumed from $W/full/model_00000002.bin at step 2" "$W/full_disk:_resume_after_the_failures.out"
+expect_success "full disk: the same 4 steps without failures" "$TRAIN" -e "$MODEL" "${T[@]}" -x 4 -o "$W/nofull"
+check "full disk: the resumed run equals an uninterrupted one" cmp -s "$W/full/model_00000004.bin" "$W/nofull/model_00000004.bin"
+# the full disk hits main.log instead (at 1 KiB; stdout goes to /dev/null and stderr through a pipe,
+# which the limit does not apply to): one error line, and no half-written line in the log
+cp "$W/full/main.log" "$W/log.copy"
+run full_log bash -c "{ trap '' XFSZ; ulimit -f 1; exec ${R[*]@Q} -x 40; } 2>&1 > /dev/null | cat >&2; exit \${PIPESTATUS[0]}"
+if [ "$rc" -eq 1 ] && [ "$(wc -l < "$W/full_log.err")" -eq 1 ] && grep -q "^error: writing the log failed" "$W/full_log.err"; then
+    ok "full disk on main.log: $(cat "$W/full_log.err")"
+else
+    echo "       exit status $rc"; bad "full disk on main.log: exit 1 and one error line" "$W/full_log.err"
+fi
+check "full disk on main.log: the earlier lines are intact" cmp -s "$W/log.copy" <(head -c "$(stat -c %s "$W/log.copy")" "$W/full/main.log")
+check "full disk on main.log: it ends with a whole line" test "$(tail -c 1 "$W/full/main.log" | od -A n -c | tr -d ' ')" = '\n'
+
+
+echo "== d. non-finite guard"
+expect_success "nan: one non-finite step" env TRAIN_GPT2_NAN_STEPS=2 "$TRAIN" -e "$MODEL" "${T[@]}" -x 4 -o "$W/nan1"
+check "nan: the step is reported as skipped" grep -q "step 2/4 .*non-finite: update skipped (1 in a row)" "$W/nan:_one_non-finite_step.out"
+check "nan: training went on to step 4" grep -q "^step 4/4 | loss" "$W/nan:_one_non-finite_step.out"
+check "nan: the log marks it" grep -q "^step=2 .*skipped=1" "$W/nan1/main.log"
+updates=$(od -A n -t d4 -j 12 -N 4 "$W/nan1/state_00000004.bin" | tr -d ' ')
+check "nan: 3 AdamW updates in 4 steps (state header)" test "$updates" = 3
+run nan_stop env TRAIN_GPT2_NAN_STEPS=3-20 "$TRAIN" -e "$MODEL" "${T[@]}" -x 10 -n 2 -o "$W/nan5"
+if [ "$rc" -eq 1 ] && [ "$(wc -l < "$W/nan_stop.err")" -eq 1 ] &&
+   grep -q "^error: 5 non-finite steps in a row, stopping at step 7; last good checkpoint: $W/nan5/model_00000006.bin$" "$W/nan_stop.err"; then
+    ok "nan: 5 in a row stop the run: $(cat "$W/nan_stop.err")"
+else
+    bad "nan: 5 in a row stop the run naming the last good checkpoint" "$W/nan_stop.err"
+fi
+check "nan: the skipped steps did not touch the weights (model 6 == model 2)" cmp -s "$W/nan5/model_00000002.bin" "$W/nan5/model_00000006.bin"
+expect_success "nan: the named checkpoint resumes" "$TRAIN" -e "$MODEL" "${T[@]}" -x 8 -o "$W/nan5" -y 1
+check "nan: ... and trains on" grep -q "^step 8/8 | loss" "$W/nan:_the_named_checkpoint_resumes.out"
+
+echo "== e. keep the last N checkpoints"
+expect_success "-nk 2" "$TRAIN" -e "$MODEL" "${T[@]}" -x 5 -n 1 -nk 2 -o "$W/keep"
+check "-nk 2: exactly pairs 4 and 5 (and main.log)" test "$(cd "$W/keep" && echo *)" = "main.log model_00000004.bin model_00000005.bin state_00000004.bin state_00000005.bin"
+expect_success "-nk 2 on resume" "$TRAIN" -e "$MODEL" "${T[@]}" -x 7 -n 1 -nk 2 -o "$W/keep" -y 1
+check "-nk 2 on resume: exactly pairs 6 and 7" test "$(cd "$W/keep" && echo *)" = "main.log model_00000006.bin model_00000007.bin state_00000006.bin state_00000007.bin"
+expect_success "-nk 0 keeps all" "$TRAIN" -e "$MODEL" "${T[@]}" -x 3 -n 1 -o "$W/keepall"
+check "-nk 0: pairs 1, 2, 3" test "$(cd "$W/keepall" && ls model_* | wc -l)" -eq 3
+
+# more pairs than list_checkpoints holds (4096): the newest must still be found. A real pair renamed
+# to step 5000 (its state header says so), and 4100 pairs of empty files before it; readdir lists
+# them in any order, and list_checkpoints used to keep the first 4096 it saw
+cp -r "$W/good_run" "$W/many"
+mv "$W/many/model_00000002.bin" "$W/many/model_00005000.bin"
+mv "$W/many/state_00000002.bin" "$W/many/state_00005000.bin"
+put_int "$W/many/state_00005000.bin" 2 5000
+(cd "$W/many" && seq -f '%08g' 1 4100 | sed 's/.*/model_&.bin state_&.bin/' | xargs touch)
+expect_success "4100 older pairs: resume" "$TRAIN" -e "$MODEL" "${T[@]}" -x 5001 -o "$W/many" -y 1
+check "4100 older pairs: ... from the newest, 5000" grep -q "resumed from $W/many/model_00005000.bin at step 5000" "$W/4100_older_pairs:_resume.out"
+
+echo "test_train_cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
