@@ -970,8 +970,17 @@ static float gpt2_grad_norm(GPT2* m) {
     #pragma omp parallel for
     for (int k = 0; k < CHUNKS; k++) {
         size_t i0 = n * k / CHUNKS, i1 = n * (k + 1) / CHUNKS;
+        // 8 running sums (one vector of doubles) instead of one, so the loop is not one long chain of
+        // dependent additions; they are added in a fixed order at the end
+        const float* g = m->grads_memory;
+        double acc[8] = {0};
+        size_t i = i0;
+        for (; i + 8 <= i1; i += 8) {
+            for (int j = 0; j < 8; j++) { acc[j] += (double)g[i + j] * g[i + j]; }
+        }
+        for (; i < i1; i++) { acc[0] += (double)g[i] * g[i]; }
         double sum = 0.0;
-        for (size_t i = i0; i < i1; i++) { double g = m->grads_memory[i]; sum += g * g; }
+        for (int j = 0; j < 8; j++) { sum += acc[j]; }
         partial[k] = sum;
     }
     double total = 0.0;
@@ -989,8 +998,8 @@ static float grad_clip_scale(float norm, float clip) {
 // multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
 static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                         int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2 = 1.0f - powf(beta2, (float)t);
+    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
+    float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         size_t n = m->param_sizes[i];
@@ -1004,8 +1013,8 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
             float gj = grad[j] * grad_scale;
             mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
             vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
-            float mhat = mm[j] / bc1;
-            float vhat = vv[j] / bc2;
+            float mhat = mm[j] * inv_bc1;
+            float vhat = vv[j] * inv_bc2;
             param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
         }
         offset += n;
