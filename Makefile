@@ -2,6 +2,7 @@
 #   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
 #   make test            every test that runs without a GPU (GPU tests skip with a message)
 #   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
+#   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
@@ -18,7 +19,7 @@ endif
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity clean
+.PHONY: all test test-parity clean data/arithmetic
 
 all: train_gpt2 test_gpt2
 
@@ -32,10 +33,17 @@ test_gpt2: test_gpt2.c train_gpt2.c $(COMMON_HEADERS)
 test-parity: test_gpt2
 	./test_gpt2
 
+# the default dataset, synthetic additions (common/arithmetic.h); rewriting it changes nothing
+dev/data/arithmetic: dev/data/arithmetic.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+data/arithmetic: dev/data/arithmetic
+	./dev/data/arithmetic data/arithmetic
+
 -include tests/tests.mk
 
 test: test-parity test-data
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu dev/data/arithmetic
 	rm -rf tests/bin

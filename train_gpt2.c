@@ -905,6 +905,7 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 // ============================================================================
 // Part 3: training
 // ============================================================================
+#include "common/arithmetic.h"
 #include "common/dataloader.h"
 #include "common/logger.h"
 #include "common/state.h"
@@ -953,6 +954,20 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     free(seq);
 }
 
+// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
+// lengths[b] tokens of row b of tokens (B, T)
+static void greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
+    GPT2* m = (GPT2*)ctx;
+    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    gpt2_forward(m, tokens, NULL, B, T);
+    for (int b = 0; b < B; b++) {
+        const float* logits = m->acts.logits + ((size_t)b * T + lengths[b] - 1) * Vp;
+        int best = 0;
+        for (int j = 1; j < V; j++) { if (logits[j] > logits[best]) { best = j; } }
+        next[b] = best;
+    }
+}
+
 // A debugging aid for the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS="3,5-9" makes the
 // gradients of those (1-based) steps NaN, as an overflow in a real run would.
 static int nan_injected_at(int step) {
@@ -999,7 +1014,24 @@ int main(int argc, char** argv) {
         }
     }
 
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
+    // the data folder (of the first training shard) holds the tokenizer.bin the data scripts write;
+    // without -i the default dataset is generated there first (common/arithmetic.h)
+    int default_data = strcmp(args.train_pattern, ARITH_DEFAULT_TRAIN) == 0;
+    if (default_data) { arith_ensure_dataset(ARITH_DIR); }
+    Tokenizer tokenizer;
+    char data_dir[1024], tok_path[1100];
+    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
+    tokenizer_init(&tokenizer, tok_path);
+    ArithSpec arith;
+    int is_arith = data_dir[0] != '\0' && arith_read_marker(data_dir, &arith);
+    if (!default_data && !is_arith && strcmp(args.val_pattern, ARITH_DEFAULT_VAL) == 0 && args.val_every > 0) {
+        printf("note: -i given without -j: no validation (the default -j belongs to the arithmetic data)\n");
+        args.val_pattern = "";
+    }
+
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
+    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
     char model_path[1100], state_path[1100];
     int depth = args_fresh_depth(args.init);
@@ -1007,7 +1039,8 @@ int main(int argc, char** argv) {
         checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
         gpt2_build_from_checkpoint(&model, model_path);
     } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
+        int vocab = tokenizer.loaded ? tokenizer.vocab_size : 50257;
+        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), vocab, 1024);
         gpt2_build_fresh(&model, &cfg, args.seed);
     } else {
         gpt2_build_from_checkpoint(&model, args.init);
@@ -1020,12 +1053,6 @@ int main(int argc, char** argv) {
     dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
     int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
     if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
-    // samples are decoded with the tokenizer.bin that the data scripts write beside the shards
-    Tokenizer tokenizer;
-    char data_dir[1024], tok_path[1100];
-    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
-    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
-    tokenizer_init(&tokenizer, tok_path);
     if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
 
     int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
@@ -1040,6 +1067,20 @@ int main(int argc, char** argv) {
     printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads\n", args.B, args.T, args.total_batch,
            grad_accum, threads);
     gpt2_allocate(&model, args.B, args.T);
+    // arithmetic data: exact-match accuracy on held-out problems at every validation
+    ArithEval arith_eval;
+    int have_arith = 0;
+    if (is_arith && args.arith_problems > 0 && args.val_every > 0) {
+        have_arith = cfg->vocab_size > arith_tokens().newline &&
+                     arith_eval_init(&arith_eval, &arith, args.arith_problems, args.B, args.T);
+        if (have_arith) {
+            printf("arithmetic accuracy: %d held-out problems (1-%d digit operands), greedy answers\n",
+                   args.arith_problems, arith.max_digits);
+        } else {
+            printf("note: no arithmetic accuracy (the problems need -t >= %d and a vocabulary with GPT-2's byte tokens)\n",
+                   arith_eval_row_tokens(&arith));
+        }
+    }
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
            4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
 
@@ -1068,10 +1109,22 @@ int main(int argc, char** argv) {
         int last = step == args.max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != resume_step) {
-            if (have_val && (step % args.val_every == 0 || last)) {
-                float val_loss = evaluate(&model, &val_loader, args.val_batches);
-                printf("val loss %.6f\n", val_loss);
-                logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+            if ((have_val || have_arith) && (step % args.val_every == 0 || last)) {
+                char line[256] = "", log[256] = "";
+                if (have_val) {
+                    float val_loss = evaluate(&model, &val_loader, args.val_batches);
+                    snprintf(line, sizeof(line), "val loss %.6f", val_loss);
+                    snprintf(log, sizeof(log), " val_loss=%.6f", val_loss);
+                }
+                if (have_arith) {
+                    float acc = arith_eval_run(&arith_eval, greedy_next, &model);
+                    size_t n = strlen(line), k = strlen(log);
+                    snprintf(line + n, sizeof(line) - n, "%sarith acc %.4f (%d/%d) | %s | %s", n ? " | " : "", acc,
+                             arith_eval.correct, arith_eval.K, arith_eval.shown[0], arith_eval.shown[1]);
+                    snprintf(log + k, sizeof(log) - k, " arith_acc=%.4f", acc);
+                }
+                printf("%s\n", line);
+                logger_line(&logger, "step=%d%s", step, log);
             }
             if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
                 sample_text(&model, &tokenizer, args.gen_tokens, &st.sample_rng);
@@ -1127,6 +1180,7 @@ int main(int argc, char** argv) {
     }
 
     logger_free(&logger);
+    if (have_arith) { arith_eval_free(&arith_eval); }
     tokenizer_free(&tokenizer);
     dataloader_free(&train_loader);
     if (have_val) { dataloader_free(&val_loader); }
