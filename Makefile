@@ -19,7 +19,7 @@ endif
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity clean data/arithmetic
+.PHONY: all test test-parity test-arith clean data/arithmetic
 
 all: train_gpt2 test_gpt2
 
@@ -42,7 +42,14 @@ data/arithmetic: dev/data/arithmetic
 
 -include tests/tests.mk
 
-test: test-parity test-data
+# the default dataset and the accuracy scorer (common/arithmetic.h)
+tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-arith: tests/bin/test_arithmetic
+	./tests/bin/test_arithmetic
+
+test: test-parity test-data test-arith
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu dev/data/arithmetic
