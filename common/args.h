@@ -42,26 +42,29 @@ typedef struct {
     unsigned long long seed;    //     seed of fresh initialisation and sampling
 } TrainArgs;
 
-// defaults shared by both trainers; each trainer may change some before parsing
+// defaults shared by both trainers; each trainer may change some before parsing. They train a
+// small model on the default dataset (synthetic additions, common/arithmetic.h) in a few minutes
+// on a 2-core CPU: 1500 steps of 16 x 64 tokens, lr 3e-3 with 100 warmup steps and a cosine decay
+// to 3e-4, validation loss and held-out accuracy every 250 steps.
 static inline TrainArgs args_defaults(void) {
     TrainArgs a;
     // the default dataset: synthetic additions, generated on first use (common/arithmetic.h)
     a.train_pattern = ARITH_DEFAULT_TRAIN;
     a.val_pattern = ARITH_DEFAULT_VAL;
-    a.init = "d12";
+    a.init = "d2";  // C 128, 2 layers: a few minutes on 2 CPU cores (d12 is GPT-2 124M)
     a.norm_mode = "siamese";
     a.output_dir = "";
-    a.B = 4;
+    a.B = 16;
     a.T = 64;
     a.total_batch = -1;
-    a.learning_rate = 3e-4f;
-    a.warmup_steps = 0;
-    a.final_lr_frac = 1.0f;
+    a.learning_rate = 3e-3f;
+    a.warmup_steps = 100;
+    a.final_lr_frac = 0.1f;
     a.weight_decay = 0.0f;
-    a.max_steps = 40;
-    a.val_every = 20;
+    a.max_steps = 1500;
+    a.val_every = 250;
     a.val_batches = 20;
-    a.sample_every = 20;
+    a.sample_every = 500;
     a.gen_tokens = 64;
     a.checkpoint_every = 0;
     a.resume = 0;

@@ -23,7 +23,7 @@ The files, in data/arithmetic/ (atomically, each written to a temporary name and
     arithmetic_val.bin     val_problems held-out problems
     tokenizer.bin          the 257 tokens (llm.c layout: common/tokenizer.h)
     arithmetic.txt         the marker, written LAST: its first line holds the settings,
-                           "arithmetic max_digits=3 train_problems=... val_problems=... seed=...
+                           "arithmetic max_digits=2 train_problems=... val_problems=... seed=...
                            heldout_percent=10"; a folder without it is (re)generated.
 Everything comes from a fixed seed (xorshift, common/rng.h), so a regenerated dataset is the
 same to the byte.
@@ -120,7 +120,7 @@ typedef struct {
 
 static inline ArithSpec arith_default_spec(void) {
     ArithSpec s;
-    s.max_digits = 3;
+    s.max_digits = 2;  // 1-2 digit operands: learnt within the few minutes of the default run
     s.train_problems = 200000;
     s.val_problems = 5000;
     s.seed = 20240520ULL;

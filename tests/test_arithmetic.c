@@ -118,6 +118,8 @@ static long parse_number(const ArithTokens* t, const int* tokens, long n, long* 
     return v;
 }
 
+#define PAIR_BASE 1000  // operands below it: the default has at most 3 digits
+
 typedef struct {
     long problems, malformed, wrong_sum, wrong_side;
 } ShardStats;
@@ -136,14 +138,14 @@ static ShardStats check_problems(const ArithSpec* s, const int* tokens, long n, 
         st.problems++;
         st.wrong_sum += c != a + b;
         st.wrong_side += arith_is_heldout(s, a, b) != heldout;
-        long key = a * 1000 + b;
+        long key = a * PAIR_BASE + b;
         if (heldout) { seen[key] = 1; } else { *overlaps += seen[key]; }
     }
     return st;
 }
 
 static void test_shards(void) {
-    ArithSpec s = arith_default_spec();  // 3 digits: a pair is a * 1000 + b below
+    ArithSpec s = arith_default_spec();
     const char* dir = tmpdir_path("one");
     char train[600], val[600];
     snprintf(train, sizeof(train), "%s/%s", dir, ARITH_TRAIN_NAME);
@@ -159,7 +161,8 @@ static void test_shards(void) {
     CHECK(d.num_shards == 1, "the validation shard loads");
     dataloader_free(&d);
 
-    unsigned char* seen = (unsigned char*)calloc_check(1000 * 1000, 1, "pairs");
+    CHECK(s.max_digits <= 3, "the default has at most 3 digits (PAIR_BASE)");
+    unsigned char* seen = (unsigned char*)calloc_check(PAIR_BASE * PAIR_BASE, 1, "pairs");
     long overlaps = 0, n;
     int* tokens = read_shard(val, &n);
     ShardStats v = check_problems(&s, tokens, n, 1, seen, &overlaps);
