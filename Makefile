@@ -46,8 +46,9 @@ data/arithmetic: dev/data/arithmetic
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
-test-arith: tests/bin/test_arithmetic
+test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	./tests/bin/test_arithmetic
+	./tests/test_arith_train.sh
 
 test: test-parity test-data test-arith
 
