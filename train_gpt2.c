@@ -1074,11 +1074,11 @@ int main(int argc, char** argv) {
         have_arith = cfg->vocab_size > arith_tokens().newline &&
                      arith_eval_init(&arith_eval, &arith, args.arith_problems, args.B, args.T);
         if (have_arith) {
-            printf("arithmetic accuracy: %d held-out problems (1-%d digit operands), greedy answers\n",
-                   args.arith_problems, arith.max_digits);
+            printf("arithmetic accuracy: %d held-out problems (1-%d digit operands, %d solved ones before each), "
+                   "greedy answers\n", args.arith_problems, arith.max_digits, arith_eval.context);
         } else {
             printf("note: no arithmetic accuracy (the problems need -t >= %d and a vocabulary with GPT-2's byte tokens)\n",
-                   arith_eval_row_tokens(&arith));
+                   arith_eval_row_tokens(&arith, 0));
         }
     }
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",

@@ -34,11 +34,12 @@ seed). arith_eval_run asks a trainer-supplied callback for greedy next tokens, B
     typedef void (*ArithGreedyFn)(void* ctx, const int* tokens, int B, int T, const int* lengths,
                                   int* next);
 
-tokens is (B, T) row-major, B at most the B given to arith_eval_init and T at most 3*max_digits+4
-(and at most its T); row b holds lengths[b] real tokens (the rest is padding: the model is
+tokens is (B, T) row-major, B at most the B given to arith_eval_init and T at most
+arith_eval_row_tokens (and at most its T); row b holds lengths[b] real tokens (the rest is padding: the model is
 causal, so what follows position lengths[b]-1 does not matter) and next[b] must become the argmax
-over the vocabulary of the logits at position lengths[b]-1. A prompt is "\na+b=" (the newline is
-how every problem starts in the stream), at positions 0.., as in a training window. The callback
+over the vocabulary of the logits at position lengths[b]-1. A prompt is "\n", two solved
+training problems (different for each prompt) and "a+b=": in a training window too, most
+problems come after others. (Rows too short for that get "\na+b=" alone.) The callback
 is called once per generated token (at most max_digits+2 times per group of B prompts), each time
 with the rows still decoding and their answers so far appended; a row stops at a newline. A
 problem is correct when the tokens generated are exactly the digits of a+b and the newline.
@@ -62,6 +63,7 @@ The trainer's side is a few lines: one forward pass on (B, T), then an argmax pe
 #define ARITH_EOT 256
 #define ARITH_MAX_DIGITS 9     // a+b then fits in 32 bits and a prompt in a few dozen tokens
 #define ARITH_SHOWN 4          // problems whose answers arith_eval_run keeps as text
+#define ARITH_CONTEXT 2        // solved training problems before each accuracy prompt, when T allows
 
 // ----------------------------------------------------------------------------
 // GPT-2's single-byte tokens
@@ -337,8 +339,11 @@ typedef struct {
     ArithSpec spec;
     ArithTokens tok;
     int K, B, T;          // problems, prompts per call, the longest row a call may get
+    int context;          // solved training problems before each prompt (ARITH_CONTEXT or 0)
     long* a;              // (K) the held-out problems a+b
     long* b;
+    long* context_a;      // (K, context) the training problems before problem k
+    long* context_b;
     int* rows;            // (B, T+1) prompt and answer so far of each row
     int* used;            // (B) tokens in each row
     int* generated;       // (B) of which generated
@@ -349,24 +354,35 @@ typedef struct {
     char shown[ARITH_SHOWN][64];  // the first problems with the model's answers, "12+5=17 ok"
 } ArithEval;
 
-// the longest row the callback gets: "\n" a "+" b "=" and all answer digits (the newline after
-// them is generated but never fed back)
-static inline int arith_eval_row_tokens(const ArithSpec* s) { return 3 * s->max_digits + 4; }
+// the longest row the callback gets with `context` solved problems first: "\n", the context
+// problems, a "+" b "=" and all answer digits (the newline after them is never fed back)
+static inline int arith_eval_row_tokens(const ArithSpec* s, int context) {
+    return 1 + context * (3 * s->max_digits + 4) + 3 * s->max_digits + 3;
+}
 
-// K held-out problems, at most B prompts per call of at most T tokens; returns 0 (and allocates
-// nothing) when T is too short for the problems
+// K held-out problems, at most B prompts per call of at most T tokens. Each prompt comes after
+// ARITH_CONTEXT solved training problems, as problems do in a training window, or after none when
+// T is too short for that. Returns 0 (and allocates nothing) when T is too short even then.
 static inline int arith_eval_init(ArithEval* e, const ArithSpec* s, int K, int B, int T) {
     memset(e, 0, sizeof(*e));
-    if (K < 1 || B < 1 || T < arith_eval_row_tokens(s)) { return 0; }
+    if (K < 1 || B < 1 || T < arith_eval_row_tokens(s, 0)) { return 0; }
     e->spec = *s;
     e->tok = arith_tokens();
     e->K = K;
     e->B = B;
     e->T = T;
+    e->context = T >= arith_eval_row_tokens(s, ARITH_CONTEXT) ? ARITH_CONTEXT : 0;
     e->a = (long*)malloc_check((size_t)K * sizeof(long), "accuracy problems");
     e->b = (long*)malloc_check((size_t)K * sizeof(long), "accuracy problems");
+    e->context_a = (long*)malloc_check((size_t)K * e->context * sizeof(long), "accuracy context");
+    e->context_b = (long*)malloc_check((size_t)K * e->context * sizeof(long), "accuracy context");
     uint64_t rng = arith_seed(s, 2);
-    for (int i = 0; i < K; i++) { arith_draw(s, &rng, 1, &e->a[i], &e->b[i]); }
+    for (int i = 0; i < K; i++) {
+        for (int c = 0; c < e->context; c++) {
+            arith_draw(s, &rng, 0, &e->context_a[i * e->context + c], &e->context_b[i * e->context + c]);
+        }
+        arith_draw(s, &rng, 1, &e->a[i], &e->b[i]);
+    }
     e->rows = (int*)malloc_check((size_t)B * (T + 1) * sizeof(int), "accuracy rows");
     e->used = (int*)malloc_check((size_t)B * sizeof(int), "accuracy rows");
     e->generated = (int*)malloc_check((size_t)B * sizeof(int), "accuracy rows");
@@ -379,6 +395,8 @@ static inline int arith_eval_init(ArithEval* e, const ArithSpec* s, int K, int B
 static inline void arith_eval_free(ArithEval* e) {
     free(e->a);
     free(e->b);
+    free(e->context_a);
+    free(e->context_b);
     free(e->rows);
     free(e->used);
     free(e->generated);
@@ -425,8 +443,12 @@ static inline float arith_eval_run(ArithEval* e, ArithGreedyFn greedy_next, void
         int B = e->K - start < e->B ? e->K - start : e->B;
         for (int r = 0; r < B; r++) {
             int* row = e->rows + (size_t)r * (e->T + 1);
-            row[0] = t->newline;
-            e->used[r] = 1 + arith_encode(t, e->a[start + r], e->b[start + r], 0, row + 1);
+            const long* ca = e->context_a + (size_t)(start + r) * e->context;
+            const long* cb = e->context_b + (size_t)(start + r) * e->context;
+            int n = 0;
+            row[n++] = t->newline;
+            for (int c = 0; c < e->context; c++) { n += arith_encode(t, ca[c], cb[c], 1, row + n); }
+            e->used[r] = n + arith_encode(t, e->a[start + r], e->b[start + r], 0, row + n);
             e->generated[r] = 0;
         }
         for (;;) {

@@ -179,12 +179,15 @@ static void test_shards(void) {
           v.wrong_side, tr.wrong_side);
     CHECK(overlaps == 0, "%ld training problems are also validation problems", overlaps);
 
-    // the accuracy problems are held out too
+    // the accuracy problems are held out too, the solved ones before them are not
     ArithEval e;
     CHECK(arith_eval_init(&e, &s, 500, 8, 64), "scorer set-up");
     int bad = 0;
     for (int i = 0; i < e.K; i++) { bad += !arith_is_heldout(&s, e.a[i], e.b[i]); }
     CHECK(bad == 0, "%d accuracy problems are not held out", bad);
+    bad = 0;
+    for (int i = 0; i < e.K * e.context; i++) { bad += arith_is_heldout(&s, e.context_a[i], e.context_b[i]); }
+    CHECK(bad == 0, "%d of the solved problems before the prompts are held out", bad);
     arith_eval_free(&e);
     free(seen);
 }
@@ -227,6 +230,8 @@ typedef struct {
     int mode;
     int max_B, max_T;  // the most the scorer may hand over
     int calls, contract_broken;
+    int context;             // solved problems before each prompt
+    const ArithSpec* spec;
     ArithTokens t;
 } Fake;
 
@@ -239,6 +244,12 @@ static void fake_greedy(void* ctx, const int* tokens, int B, int T, const int* l
         const int* row = tokens + (size_t)r * T;
         if (lengths[r] < 1 || lengths[r] > T || row[0] != f->t.newline) { f->contract_broken++; next[r] = 0; continue; }
         long i = 1, a, b;
+        for (int k = 0; k < f->context; k++) {  // solved training problems come first
+            a = parse_number(&f->t, row, lengths[r], &i, f->t.plus, 9);
+            b = parse_number(&f->t, row, lengths[r], &i, f->t.equals, 9);
+            long c = parse_number(&f->t, row, lengths[r], &i, f->t.newline, 10);
+            if (a < 0 || b < 0 || c != a + b || arith_is_heldout(f->spec, a, b)) { f->contract_broken++; }
+        }
         a = parse_number(&f->t, row, lengths[r], &i, f->t.plus, 9);
         b = parse_number(&f->t, row, lengths[r], &i, f->t.equals, 9);
         if (a < 0 || b < 0) { f->contract_broken++; next[r] = 0; continue; }
@@ -257,9 +268,12 @@ static void fake_greedy(void* ctx, const int* tokens, int B, int T, const int* l
 static void test_scorer(void) {
     ArithSpec s = arith_default_spec();
     ArithEval e;
-    CHECK(!arith_eval_init(&e, &s, 10, 4, arith_eval_row_tokens(&s) - 1), "rows too short for the problems: no scorer");
+    CHECK(!arith_eval_init(&e, &s, 10, 4, arith_eval_row_tokens(&s, 0) - 1), "rows too short for the problems: no scorer");
+    CHECK(arith_eval_init(&e, &s, 10, 4, arith_eval_row_tokens(&s, ARITH_CONTEXT) - 1) && e.context == 0,
+          "rows too short for the context: prompts without it");
+    arith_eval_free(&e);
     int K = 203, B = 8;  // K not a multiple of B: the last group is smaller
-    CHECK(arith_eval_init(&e, &s, K, B, 64), "scorer set-up");
+    CHECK(arith_eval_init(&e, &s, K, B, 64) && e.context == ARITH_CONTEXT, "scorer set-up, with context");
     int a_even = 0;
     for (int i = 0; i < K; i++) { a_even += e.a[i] % 2 == 0; }
 
@@ -270,8 +284,10 @@ static void test_scorer(void) {
         memset(&f, 0, sizeof(f));
         f.mode = mode;
         f.max_B = B;
-        f.max_T = arith_eval_row_tokens(&s);
+        f.max_T = arith_eval_row_tokens(&s, ARITH_CONTEXT);
         f.t = arith_tokens();
+        f.context = e.context;
+        f.spec = &s;
         float acc = arith_eval_run(&e, fake_greedy, &f);
         CHECK(e.correct == expected[mode] && fabsf(acc - (float)expected[mode] / K) < 1e-6f,
               "a model that answers %s: %d of %d correct (accuracy %.4f), expected %d", names[mode], e.correct, K, acc,
