@@ -2,9 +2,9 @@
 common/arithmetic.h: the default dataset, multi-digit addition, generated here in C, and its
 exact-match accuracy. Shared by train_gpt2.c and train_gpt2.cu (C/C++ common subset).
 
-The text. A stream of problems, one per line, operands of 1..max_digits digits:
+The text. A stream of problems, one per line, operands of 1..max_digits digits (default 2):
 
-    123+4567=4690\n7+58=65\n...
+    12+5=17\n7+58=65\n...
 
 Tokens. One character per token, with GPT-2's own ids for single bytes (GPT-2's byte-level BPE
 gives each of the 256 bytes a token: the 188 printable bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF in
@@ -34,15 +34,16 @@ seed). arith_eval_run asks a trainer-supplied callback for greedy next tokens, B
     typedef void (*ArithGreedyFn)(void* ctx, const int* tokens, int B, int T, const int* lengths,
                                   int* next);
 
-tokens is (B, T) row-major, B at most the B given to arith_eval_init and T at most
-arith_eval_row_tokens (and at most its T); row b holds lengths[b] real tokens (the rest is padding: the model is
-causal, so what follows position lengths[b]-1 does not matter) and next[b] must become the argmax
-over the vocabulary of the logits at position lengths[b]-1. A prompt is "\n", two solved
-training problems (different for each prompt) and "a+b=": in a training window too, most
-problems come after others. (Rows too short for that get "\na+b=" alone.) The callback
-is called once per generated token (at most max_digits+2 times per group of B prompts), each time
-with the rows still decoding and their answers so far appended; a row stops at a newline. A
-problem is correct when the tokens generated are exactly the digits of a+b and the newline.
+tokens is (B, T) row-major, B at most the B given to arith_eval_init, T at most
+arith_eval_row_tokens (and at most the T given). Row b holds lengths[b] real tokens (the rest
+is padding: the model is causal, so what follows position lengths[b]-1 does not matter) and
+next[b] must become the argmax over the vocabulary of the logits at position lengths[b]-1.
+A prompt is "\n", two solved training problems (different for each prompt) and "a+b=", at
+positions 0.. (in a training window too, most problems come after others; rows too short for
+that get "\na+b=" alone). The callback is called once per generated token (at most
+max_digits+2 times per group of B prompts), each time with the rows still decoding and their
+answers so far appended; a row stops at a newline. A problem is correct when the tokens
+generated are exactly the digits of a+b and the newline.
 The trainer's side is a few lines: one forward pass on (B, T), then an argmax per row.
 */
 #ifndef COMMON_ARITHMETIC_H
