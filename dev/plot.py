@@ -3,7 +3,7 @@ dev/plot.py: compare training runs from their main.log files in one PNG.
 
     python dev/plot.py out/pre out/post out/siamese -o compare.png
     python dev/plot.py pre=out/pre post=out/post siamese=out/siamese --smooth 20
-    python dev/plot.py out/a/main.log out/b --labels "lr 1e-3,lr 3e-3"
+    python dev/plot.py out/a/main.log out/b --labels "lr 1e-3,lr 3e-3" --from_step 100
 
 Each RUN is a run folder (the -o of train_gpt2 / train_gpt2cu, holding main.log) or a main.log
 itself, optionally prefixed "label=". The panels: train loss (optionally smoothed with an
@@ -81,6 +81,8 @@ def main():
     parser.add_argument("-o", "--output", default="runs.png", help="PNG to write (default runs.png)")
     parser.add_argument("--smooth", type=int, default=0, metavar="N", help="EMA span for the train loss (0: none)")
     parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument("--from_step", type=int, default=0, metavar="S",
+                        help="leave out steps before S (the first losses dwarf the rest)")
     args = parser.parse_args()
     runs = parse_runs(args)
 
@@ -96,7 +98,7 @@ def main():
         for label, series in runs:
             if key not in series:
                 continue
-            steps, values = sorted_xy(series[key])
+            steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
             if key == "train_loss":
                 values = ema(values, args.smooth)
             style = "-" if key == "train_loss" else "o-"
