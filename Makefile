@@ -49,6 +49,9 @@ tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEAD
 test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	./tests/bin/test_arithmetic
 	./tests/test_arith_train.sh
+	@# the CUDA trainer includes these headers too: they must stay valid C++
+	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
+		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
 
 test: test-parity test-data test-arith
 
