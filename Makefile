@@ -2,6 +2,7 @@
 #   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
 #   make test            every test that runs without a GPU (GPU tests skip with a message)
 #   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
+#   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
@@ -18,7 +19,7 @@ endif
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt clean
+.PHONY: all test test-parity test-corrupt test-arith clean data/arithmetic
 
 all: train_gpt2 test_gpt2
 
@@ -83,11 +84,29 @@ check-cuda:
 .PHONY: check-cuda FORCE
 FORCE:
 
+# the default dataset, synthetic additions (common/arithmetic.h); rewriting it changes nothing
+dev/data/arithmetic: dev/data/arithmetic.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+data/arithmetic: dev/data/arithmetic
+	./dev/data/arithmetic data/arithmetic
+
 -include tests/tests.mk
 -include tests/robust.mk
 
-test: test-parity test-corrupt test-data test-train-cli test-fuzz-replay check-cuda
+# the default dataset and the accuracy scorer (common/arithmetic.h)
+tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
+	./tests/bin/test_arithmetic
+	./tests/test_arith_train.sh
+	@# the CUDA trainer includes these headers too: they must stay valid C++
+	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
+		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
+
+test: test-parity test-corrupt test-data test-arith test-train-cli test-fuzz-replay check-cuda
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic
 	rm -rf tests/bin

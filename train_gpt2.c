@@ -1025,11 +1025,12 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 // ============================================================================
 // Part 3: training
 // ============================================================================
+#include "common/arithmetic.h"
 #include "common/dataloader.h"
 #include "common/logger.h"
 #include "common/state.h"
 #include "common/tokenizer.h"
-#include "common/train_common.h"  // now_seconds, nan_injected_at
+#include "common/train_common.h"  // clock, NaN injection, output folder, resume checks, non-finite steps
 
 static float evaluate(GPT2* m, DataLoader* loader, int batches) {
     dataloader_reset(loader);
@@ -1068,6 +1069,20 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     free(seq);
 }
 
+// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
+// lengths[b] tokens of row b of tokens (B, T)
+static void greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
+    GPT2* m = (GPT2*)ctx;
+    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    gpt2_forward(m, tokens, NULL, B, T);
+    for (int b = 0; b < B; b++) {
+        const float* logits = m->acts.logits + ((size_t)b * T + lengths[b] - 1) * Vp;
+        int best = 0;
+        for (int j = 1; j < V; j++) { if (logits[j] > logits[best]) { best = j; } }
+        next[b] = best;
+    }
+}
+
 // writes the checkpoint pair of `st->step` (state first, model second: common/state.h)
 static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st) {
     char model_path[1100], state_path[1100];
@@ -1085,21 +1100,14 @@ int main(int argc, char** argv) {
     int have_output = args.output_dir[0] != '\0';
 
     // the output folder: resume from it, or refuse to overwrite an earlier run in it
-    int resume_step = -1;
-    if (have_output) {
-        ensure_writable_dir(args.output_dir);
-        char log_path[1100];
-        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
-        int latest = latest_checkpoint(args.output_dir);
-        if (args.resume) {
-            resume_step = latest;
-            if (latest < 0) { printf("note: no complete checkpoint in %s to resume from; starting fresh\n", args.output_dir); }
-        } else if (latest >= 0 || file_exists(log_path)) {
-            fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", args.output_dir);
-        }
-    }
+    int resume_step = output_dir_prepare(&args);
 
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
+    // the data folder: the default dataset, the tokenizer, arithmetic or not
+    RunData data;
+    run_data_prepare(&data, &args);
+
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
+    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
     char model_path[1100], state_path[1100];
     int depth = args_fresh_depth(args.init);
@@ -1107,7 +1115,7 @@ int main(int argc, char** argv) {
         checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
         gpt2_build_from_checkpoint(&model, model_path);
     } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
+        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), run_data_vocab_size(&data), 1024);
         gpt2_build_fresh(&model, &cfg, args.seed);
     } else {
         gpt2_build_from_checkpoint(&model, args.init);
@@ -1120,13 +1128,7 @@ int main(int argc, char** argv) {
     dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
     int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
     if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
-    // samples are decoded with the tokenizer.bin that the data scripts write beside the shards
-    Tokenizer tokenizer;
-    char data_dir[1024], tok_path[1100];
-    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
-    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
-    tokenizer_init(&tokenizer, tok_path);
-    if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
+    if (!data.tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&data.tokenizer, stdout); }
 
     int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
 #ifdef _OPENMP
@@ -1140,6 +1142,9 @@ int main(int argc, char** argv) {
     printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads\n", args.B, args.T, args.total_batch,
            grad_accum, threads);
     gpt2_allocate(&model, args.B, args.T);
+    // arithmetic data: exact-match accuracy on held-out problems at every validation
+    ArithEval arith_eval;
+    int have_arith = run_arith_eval_init(&arith_eval, &data, &args, cfg);
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
            4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
 
@@ -1168,13 +1173,12 @@ int main(int argc, char** argv) {
         int last = step == args.max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != resume_step) {
-            if (have_val && (step % args.val_every == 0 || last)) {
-                float val_loss = evaluate(&model, &val_loader, args.val_batches);
-                printf("val loss %.6f\n", val_loss);
-                logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+            if ((have_val || have_arith) && (step % args.val_every == 0 || last)) {
+                float val_loss = have_val ? evaluate(&model, &val_loader, args.val_batches) : 0.0f;
+                run_report_evaluation(&logger, step, have_val, val_loss, have_arith ? &arith_eval : NULL, greedy_next, &model);
             }
             if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
-                sample_text(&model, &tokenizer, args.gen_tokens, &st.sample_rng);
+                sample_text(&model, &data.tokenizer, args.gen_tokens, &st.sample_rng);
             }
             if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
                 st.step = step;
@@ -1211,23 +1215,13 @@ int main(int argc, char** argv) {
             logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f", step + 1, loss,
                         norm, lr, ms, tok_s);
         } else {
-            // a NaN or Inf: skip the update (the weights stay as they were); several in a row stop the run
-            st.nonfinite_in_a_row++;
-            printf("step %d/%d | loss %.6f | norm %.4f | non-finite: update skipped (%d in a row)\n", step + 1,
-                   args.max_steps, loss, norm, st.nonfinite_in_a_row);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f skipped=1", step + 1, loss, norm);
-            if (st.nonfinite_in_a_row >= MAX_NONFINITE_STEPS) {
-                int good = have_output ? latest_checkpoint(args.output_dir) : -1;
-                char where[1100] = "none was written";
-                if (good >= 0) { checkpoint_paths(args.output_dir, good, where, NULL, sizeof(where)); }
-                fatal("%d non-finite steps in a row, stopping at step %d; last good checkpoint: %s",
-                      st.nonfinite_in_a_row, step + 1, where);
-            }
+            nonfinite_step(&logger, &args, &st, step, loss, norm);  // skip the update; several in a row stop the run
         }
     }
 
     logger_free(&logger);
-    tokenizer_free(&tokenizer);
+    if (have_arith) { arith_eval_free(&arith_eval); }
+    tokenizer_free(&data.tokenizer);
     dataloader_free(&train_loader);
     if (have_val) { dataloader_free(&val_loader); }
     gpt2_free(&model);

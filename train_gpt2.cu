@@ -1492,6 +1492,24 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     free(probs);
 }
 
+// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
+// lengths[b] tokens of row b of tokens (B, T). One forward pass; the B logits rows needed come
+// back to the host, where the argmax is taken.
+static void greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
+    GPT2* m = (GPT2*)ctx;
+    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    gpt2_forward(m, tokens, NULL, B, T);
+    floatX* row = (floatX*)malloc_check((size_t)Vp * sizeof(floatX), "greedy logits");
+    for (int b = 0; b < B; b++) {
+        size_t offset = ((size_t)b * T + lengths[b] - 1) * Vp;
+        cudaCheck(cudaMemcpy(row, m->ax.logits + offset, (size_t)Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+        int best = 0;
+        for (int j = 1; j < V; j++) { if ((float)row[j] > (float)row[best]) { best = j; } }
+        next[b] = best;
+    }
+    free(row);
+}
+
 // writes the checkpoint pair of `st->step` (state first, model second: common/state.h); the
 // model file holds the fp32 master weights, the state file the fp32 AdamW moments
 static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st, float* host_m, float* host_v) {
@@ -1527,7 +1545,12 @@ int main(int argc, char** argv) {
     // the output folder: resume from it, or refuse to overwrite an earlier run in it
     int resume_step = output_dir_prepare(&args);
 
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN
+    // the data folder: the default dataset, the tokenizer, arithmetic or not
+    RunData data;
+    run_data_prepare(&data, &args);
+
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
+    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
     char model_path[1100], state_path[1100];
     int depth = args_fresh_depth(args.init);
@@ -1535,7 +1558,7 @@ int main(int argc, char** argv) {
         checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
         gpt2_build_from_checkpoint(&model, model_path);
     } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), 50257, 1024);
+        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), run_data_vocab_size(&data), 1024);
         gpt2_build_fresh(&model, &cfg, args.seed);
     } else {
         gpt2_build_from_checkpoint(&model, args.init);
@@ -1548,12 +1571,7 @@ int main(int argc, char** argv) {
     dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
     int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
     if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
-    Tokenizer tokenizer;
-    char data_dir[1024], tok_path[1100];
-    dataloader_first_dir(args.train_pattern, data_dir, sizeof(data_dir));
-    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
-    tokenizer_init(&tokenizer, tok_path);
-    if (!tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&tokenizer, stdout); }
+    if (!data.tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&data.tokenizer, stdout); }
 
     int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
@@ -1565,6 +1583,9 @@ int main(int argc, char** argv) {
     printf("GPU memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations, %.1f MiB scratch\n",
            model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
+    // arithmetic data: exact-match accuracy on held-out problems at every validation
+    ArithEval arith_eval;
+    int have_arith = run_arith_eval_init(&arith_eval, &data, &args, cfg);
     float* host_m = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW m (host)");
     float* host_v = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW v (host)");
 
@@ -1596,13 +1617,12 @@ int main(int argc, char** argv) {
         int last = step == args.max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != resume_step) {
-            if (have_val && (step % args.val_every == 0 || last)) {
-                float val_loss = evaluate(&model, &val_loader, args.val_batches);
-                printf("val loss %.6f\n", val_loss);
-                logger_line(&logger, "step=%d val_loss=%.6f", step, val_loss);
+            if ((have_val || have_arith) && (step % args.val_every == 0 || last)) {
+                float val_loss = have_val ? evaluate(&model, &val_loader, args.val_batches) : 0.0f;
+                run_report_evaluation(&logger, step, have_val, val_loss, have_arith ? &arith_eval : NULL, greedy_next, &model);
             }
             if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
-                sample_text(&model, &tokenizer, args.gen_tokens, &st.sample_rng);
+                sample_text(&model, &data.tokenizer, args.gen_tokens, &st.sample_rng);
             }
             if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
                 st.step = step;
@@ -1649,7 +1669,8 @@ int main(int argc, char** argv) {
     }
 
     logger_free(&logger);
-    tokenizer_free(&tokenizer);
+    if (have_arith) { arith_eval_free(&arith_eval); }
+    tokenizer_free(&data.tokenizer);
     dataloader_free(&train_loader);
     if (have_val) { dataloader_free(&val_loader); }
     gpt2_free(&model);

@@ -10,6 +10,7 @@ model (T against its maximum sequence length) happen once the model is known: ar
 #define COMMON_ARGS_H
 
 #include <limits.h>
+#include "arithmetic.h"
 #include "params.h"
 
 // a run stops after this many consecutive steps with a non-finite loss or gradient norm
@@ -36,33 +37,39 @@ typedef struct {
     int checkpoint_every;       // -n  checkpoint every N steps (and at the end), 0 = only at the end
     int resume;                 // -y  1 = resume from the newest checkpoint in -o
     int keep_checkpoints;       // -nk keep only the newest N checkpoints, 0 = keep all
+    int arith_problems;         // -k  held-out problems for the arithmetic accuracy, 0 = none
     float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
     unsigned long long seed;    //     seed of fresh initialisation and sampling
 } TrainArgs;
 
-// defaults shared by both trainers; each trainer may change some before parsing
+// defaults shared by both trainers; each trainer may change some before parsing. They train a
+// small model on the default dataset (synthetic additions, common/arithmetic.h) in a few minutes
+// on a 2-core CPU: 1500 steps of 16 x 64 tokens, lr 1e-3 with 100 warmup steps and a cosine decay
+// to 1e-4 (3e-3 trained worse for siamese), validation loss and held-out accuracy every 250 steps.
 static inline TrainArgs args_defaults(void) {
     TrainArgs a;
-    a.train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
-    a.val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
-    a.init = "d12";
+    // the default dataset: synthetic additions, generated on first use (common/arithmetic.h)
+    a.train_pattern = ARITH_DEFAULT_TRAIN;
+    a.val_pattern = ARITH_DEFAULT_VAL;
+    a.init = "d2";  // C 128, 2 layers: a few minutes on 2 CPU cores (d12 is GPT-2 124M)
     a.norm_mode = "siamese";
     a.output_dir = "";
-    a.B = 4;
+    a.B = 16;
     a.T = 64;
     a.total_batch = -1;
-    a.learning_rate = 3e-4f;
-    a.warmup_steps = 0;
-    a.final_lr_frac = 1.0f;
+    a.learning_rate = 1e-3f;
+    a.warmup_steps = 100;
+    a.final_lr_frac = 0.1f;
     a.weight_decay = 0.0f;
-    a.max_steps = 40;
-    a.val_every = 20;
+    a.max_steps = 1500;
+    a.val_every = 250;
     a.val_batches = 20;
-    a.sample_every = 20;
+    a.sample_every = 500;
     a.gen_tokens = 64;
     a.checkpoint_every = 0;
     a.resume = 0;
     a.keep_checkpoints = 0;
+    a.arith_problems = 256;
     a.grad_clip = 1.0f;
     a.seed = 1337;
     return a;
@@ -73,9 +80,11 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("Trains a GPT-2 with Pre-Norm, Post-Norm or SiameseNorm residual streams.\n");
     printf("Options (defaults in brackets):\n");
     printf("  -i <glob>   train token shards [%s]\n", d->train_pattern);
+    printf("              (the default, synthetic additions, is generated when missing)\n");
     printf("  -j <glob>   val token shards, \"\" for none [%s]\n", d->val_pattern);
     printf("  -e <init>   checkpoint file, or dN for a fresh model of depth N [%s]\n", d->init);
     printf("              (d12/d24/d36/d48: GPT-2 124M/350M/774M/1558M widths; other N: C=64N, NH=N)\n");
+    printf("              (a fresh model's vocabulary: the data's tokenizer.bin, else GPT-2's 50257)\n");
     printf("  -N <mode>   norm mode of a fresh model: pre | post | siamese [%s]\n", d->norm_mode);
     printf("  -o <dir>    output folder for main.log and checkpoints, \"\" for none [%s]\n", d->output_dir);
     printf("  -b <int>    micro-batch size [%d]\n", d->B);
@@ -90,6 +99,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -m <int>    validation batches [%d]\n", d->val_batches);
     printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
     printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
+    printf("  -k <int>    arithmetic data: held-out problems for the accuracy at each validation [%d]\n", d->arith_problems);
     printf("  -n <int>    checkpoint every N steps (and at the end), 0 = only at the end [%d]\n", d->checkpoint_every);
     printf("  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n", d->resume);
     printf("  -nk <int>   keep only the newest N checkpoints, 0 = keep all [%d]\n", d->keep_checkpoints);
@@ -145,6 +155,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'm': a->val_batches = (int)parse_long_flag(flag, v, 1, INT_MAX); break;
             case 's': a->sample_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'g': a->gen_tokens = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
+            case 'k': a->arith_problems = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
             default: fatal("unknown flag %s (see -h)", flag);

@@ -9,8 +9,11 @@ loss or gradient norm is not finite.
 
 #include <time.h>
 #include "args.h"
+#include "arithmetic.h"
+#include "dataloader.h"
 #include "logger.h"
 #include "state.h"
+#include "tokenizer.h"
 
 static inline double now_seconds(void) {
     struct timespec ts;
@@ -76,6 +79,71 @@ static inline void resume_check_state(const TrainState* st, const TrainArgs* a, 
         fatal("%s was written with -b %d -t %d -d %ld; resume with the same (not -b %d -t %d -d %ld)", state_path,
               st->B, st->T, st->total_batch, a->B, a->T, a->total_batch);
     }
+}
+
+// ----------------------------------------------------------------------------
+// the data side of a run, before the model exists
+
+typedef struct {
+    Tokenizer tokenizer;  // the tokenizer.bin beside the first training shard (may be absent)
+    int is_arith;         // the data folder holds the arithmetic corpus (its marker file)
+    ArithSpec arith;      // and how it was made
+} RunData;
+
+// Without -i the default dataset is generated first (common/arithmetic.h). The data folder (of the
+// first training shard) holds the tokenizer.bin the data scripts write, and for arithmetic data
+// the marker that turns on the accuracy. -i without -j means no validation (the default -j
+// belongs to the arithmetic data).
+static inline void run_data_prepare(RunData* rd, TrainArgs* a) {
+    int default_data = strcmp(a->train_pattern, ARITH_DEFAULT_TRAIN) == 0;
+    if (default_data) { arith_ensure_dataset(ARITH_DIR); }
+    char data_dir[1024], tok_path[1100];
+    dataloader_first_dir(a->train_pattern, data_dir, sizeof(data_dir));
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.bin", data_dir);
+    tokenizer_init(&rd->tokenizer, tok_path);
+    rd->is_arith = data_dir[0] != '\0' && arith_read_marker(data_dir, &rd->arith);
+    if (!default_data && !rd->is_arith && strcmp(a->val_pattern, ARITH_DEFAULT_VAL) == 0 && a->val_every > 0) {
+        printf("note: -i given without -j: no validation (the default -j belongs to the arithmetic data)\n");
+        a->val_pattern = "";
+    }
+}
+
+// the vocabulary of a fresh model: the tokenizer's (257 for the arithmetic data), else GPT-2's
+static inline int run_data_vocab_size(const RunData* rd) { return rd->tokenizer.loaded ? rd->tokenizer.vocab_size : 50257; }
+
+// arithmetic data: sets up exact-match accuracy on held-out problems at every validation;
+// returns whether it runs (it needs -t long enough and a vocabulary with GPT-2's byte tokens)
+static inline int run_arith_eval_init(ArithEval* e, const RunData* rd, const TrainArgs* a, const GPT2Config* cfg) {
+    if (!rd->is_arith || a->arith_problems <= 0 || a->val_every <= 0) { return 0; }
+    int ok = cfg->vocab_size > arith_tokens().newline && arith_eval_init(e, &rd->arith, a->arith_problems, a->B, a->T);
+    if (ok) {
+        printf("arithmetic accuracy: %d held-out problems (1-%d digit operands, %d solved ones before each), "
+               "greedy answers\n", a->arith_problems, rd->arith.max_digits, e->context);
+    } else {
+        printf("note: no arithmetic accuracy (the problems need -t >= %d and a vocabulary with GPT-2's byte tokens)\n",
+               arith_eval_row_tokens(&rd->arith, 0));
+    }
+    return ok;
+}
+
+// one evaluation line: the validation loss (when have_val) and the arithmetic accuracy (when
+// arith is not NULL, decoding greedily with `greedy`), printed and logged for `step`
+static inline void run_report_evaluation(Logger* lg, int step, int have_val, float val_loss, ArithEval* arith,
+                                         ArithGreedyFn greedy, void* model) {
+    char line[256] = "", log[256] = "";
+    if (have_val) {
+        snprintf(line, sizeof(line), "val loss %.6f", val_loss);
+        snprintf(log, sizeof(log), " val_loss=%.6f", val_loss);
+    }
+    if (arith) {
+        float acc = arith_eval_run(arith, greedy, model);
+        size_t n = strlen(line), k = strlen(log);
+        snprintf(line + n, sizeof(line) - n, "%sarith acc %.4f (%d/%d) | %s | %s", n ? " | " : "", acc, arith->correct,
+                 arith->K, arith->shown[0], arith->shown[1]);
+        snprintf(log + k, sizeof(log) - k, " arith_acc=%.4f", acc);
+    }
+    printf("%s\n", line);
+    logger_line(lg, "step=%d%s", step, log);
 }
 
 #endif // COMMON_TRAIN_COMMON_H

@@ -1,0 +1,122 @@
+"""
+dev/plot.py: compare training runs from their main.log files in one PNG.
+
+    python dev/plot.py out/pre out/post out/siamese -o compare.png
+    python dev/plot.py pre=out/pre post=out/post siamese=out/siamese --smooth 20
+    python dev/plot.py out/a/main.log out/b --labels "lr 1e-3,lr 3e-3" --from_step 100
+
+Each RUN is a run folder (the -o of train_gpt2 / train_gpt2cu, holding main.log) or a main.log
+itself, optionally prefixed "label=". The panels: train loss (optionally smoothed with an
+exponential moving average over about N steps), val loss, and, when any run logged it
+(arithmetic data), the held-out exact-match accuracy. The log is common/logger.h's key=value
+lines; when a resumed run logged a step twice, the last line wins. Needs matplotlib.
+"""
+
+import argparse
+import os
+import sys
+
+
+def read_log(path):
+    """{key: {step: value}} for every numeric key=value of the log's step lines."""
+    series = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            if "step" not in fields:
+                continue
+            try:
+                step = int(fields.pop("step"))
+            except ValueError:
+                continue
+            for key, value in fields.items():
+                try:
+                    series.setdefault(key, {})[step] = float(value)
+                except ValueError:
+                    pass
+    return series
+
+
+def sorted_xy(points):
+    steps = sorted(points)
+    return steps, [points[s] for s in steps]
+
+
+def ema(values, span):
+    if span <= 1:
+        return values
+    alpha = 2.0 / (span + 1.0)
+    out, avg = [], None
+    for v in values:
+        avg = v if avg is None else alpha * v + (1 - alpha) * avg
+        out.append(avg)
+    return out
+
+
+def parse_runs(args):
+    labels = args.labels.split(",") if args.labels else []
+    if labels and len(labels) != len(args.runs):
+        sys.exit(f"error: {len(labels)} labels for {len(args.runs)} runs")
+    runs = []
+    for i, spec in enumerate(args.runs):
+        label, path = None, spec
+        if "=" in spec and not os.path.exists(spec):
+            label, path = spec.split("=", 1)
+        if os.path.isdir(path):
+            path = os.path.join(path, "main.log")
+        if not os.path.isfile(path):
+            sys.exit(f"error: {path}: no such log file")
+        if labels:
+            label = labels[i]
+        if label is None:
+            label = os.path.basename(os.path.dirname(os.path.abspath(path))) or path
+        runs.append((label, read_log(path)))
+    return runs
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Plot train/val loss and arithmetic accuracy of runs.")
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folder or main.log, optionally label=PATH")
+    parser.add_argument("--labels", help="comma-separated labels, one per RUN")
+    parser.add_argument("-o", "--output", default="runs.png", help="PNG to write (default runs.png)")
+    parser.add_argument("--smooth", type=int, default=0, metavar="N", help="EMA span for the train loss (0: none)")
+    parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument("--from_step", type=int, default=0, metavar="S",
+                        help="leave out steps before S (the first losses dwarf the rest)")
+    args = parser.parse_args()
+    runs = parse_runs(args)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("train_loss", "train loss"), ("val_loss", "val loss")]
+    if any("arith_acc" in series for _, series in runs):
+        panels.append(("arith_acc", "arithmetic accuracy (held-out, exact match)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (key, title) in zip(axes[0], panels):
+        for label, series in runs:
+            if key not in series:
+                continue
+            steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
+            if key == "train_loss":
+                values = ema(values, args.smooth)
+            style = "-" if key == "train_loss" else "o-"
+            ax.plot(steps, values, style, label=label, markersize=3, linewidth=1.2)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if key == "arith_acc":  # from 0, to a little above the best accuracy (small ones stay visible)
+            best = max((max(series[key].values()) for _, series in runs if series.get(key)), default=0.0)
+            ax.set_ylim(0.0, min(1.0, max(0.05, 1.15 * best)))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tests/test_arith_train.sh: train_gpt2 on a small arithmetic dataset (dev/data/arithmetic) for two
+# steps: a fresh model takes the vocabulary of the data's tokenizer.bin (257, padded 384), and every
+# validation reports the held-out accuracy on the step line and in main.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d /tmp/test_arith_train_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "test_arith_train: FAIL: $*"; exit 1; }
+
+./dev/data/arithmetic "$tmp/data" -n 300 -m 60 > /dev/null
+./train_gpt2 -i "$tmp/data/arithmetic_train.bin" -j "$tmp/data/arithmetic_val.bin" -e d1 -b 4 -t 16 -x 2 -v 1 \
+    -m 1 -k 9 -s 0 -o "$tmp/out" > "$tmp/stdout" 2>&1 || { cat "$tmp/stdout"; fail "train_gpt2 failed"; }
+grep -q "V 257 (padded 384)" "$tmp/stdout" || fail "the fresh model's vocabulary is not the tokenizer's 257"
+grep -Eq "^val loss [0-9.]+ \| arith acc [0-9.]+ \([0-9]+/9\) \| [0-9]+\+[0-9]+=" "$tmp/stdout" \
+    || fail "no accuracy next to the validation loss on the step line"
+for step in 0 1 2; do
+    grep -Eq "^step=$step val_loss=[0-9.]+ arith_acc=[01]\.[0-9]{4}$" "$tmp/out/main.log" \
+        || fail "main.log has no 'step=$step val_loss=... arith_acc=...' line"
+done
+
+# GPT-2-id shards without the marker: no accuracy, and -i without -j means no validation
+mkdir "$tmp/plain"
+cp "$tmp/data/arithmetic_train.bin" "$tmp/plain/"
+./train_gpt2 -i "$tmp/plain/arithmetic_train.bin" -e d1 -b 4 -t 16 -x 1 -v 1 -s 0 > "$tmp/stdout2" 2>&1 \
+    || { cat "$tmp/stdout2"; fail "train_gpt2 without a marker failed"; }
+grep -q "V 50257 (padded 50304)" "$tmp/stdout2" || fail "without a tokenizer.bin the vocabulary is not GPT-2's"
+grep -q "no validation" "$tmp/stdout2" || fail "-i without -j does not say that it skips validation"
+if grep -q "arith acc" "$tmp/stdout2"; then fail "accuracy reported for data without the marker"; fi
+echo "test_arith_train: all checks passed"
