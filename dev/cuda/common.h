@@ -93,6 +93,14 @@ static inline void fill_uniform(float* h, size_t n, float lo, float hi, uint64_t
     for (size_t i = 0; i < n; i++) { h[i] = lo + (hi - lo) * rng_uniform(s); }
 }
 
+// `count` LayerNorms' parameters as (weight, bias) pairs of C each: weights in [0.5, 1.5), biases in [-0.5, 0.5)
+static inline void fill_ln_params(float* p, int count, int C, uint64_t* s) {
+    for (int k = 0; k < count; k++) {
+        fill_uniform(p + (size_t)2 * k * C, C, 0.5f, 1.5f, s);
+        fill_uniform(p + (size_t)(2 * k + 1) * C, C, -0.5f, 0.5f, s);
+    }
+}
+
 static inline void round_to_bf16(float* h, size_t n) {
     for (size_t i = 0; i < n; i++) { h[i] = bf16_round(h[i]); }
 }

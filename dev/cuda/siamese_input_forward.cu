@@ -308,10 +308,7 @@ int main(int argc, char** argv) {
     fill_uniform(a_prev, n, -2.0f, 2.5f, &seed);
     fill_uniform(y_prev, n, -4.0f, 5.0f, &seed);
     fill_uniform(z, n, -1.0f, 1.0f, &seed);
-    for (int k = 0; k < NUM_P; k++) {
-        int is_weight = (k % 2 == 0);
-        fill_uniform(p + k * C, C, is_weight ? 0.5f : -0.5f, is_weight ? 1.5f : 0.5f, &seed);
-    }
+    fill_ln_params(p, NUM_P / 2, C, &seed);  // (xw, xb), (yw, yb), (w, b)
     Buffers b;
     b.a_prev = to_device_bf16(a_prev, n);
     b.y_prev = to_device_bf16(y_prev, n);
