@@ -87,6 +87,30 @@ __device__ __forceinline__ float dlogit(float v, int i, float lse, int V, int ta
     return i == target ? g - dloss : g;
 }
 
+// versions 2 and 3 view the row of their block as vectors of 8 (Vp % 8 == 0, rows 16-byte aligned)
+struct ClsRow {
+    int4* l4;            // the row
+    int target;
+    float target_logit;  // read before any thread may overwrite the row
+    int nv;              // vectors to read: all with write_grad, else only those with real entries
+};
+
+__device__ __forceinline__ ClsRow cls_row(bf16* logits, const int* targets, int V, int Vp, int write_grad) {
+    bf16* l = logits + (size_t)blockIdx.x * Vp;
+    ClsRow r;
+    r.l4 = (int4*)l;
+    r.target = targets[blockIdx.x];
+    r.target_logit = (float)l[r.target];
+    r.nv = (write_grad ? Vp : V + 7) / 8;
+    return r;
+}
+
+// the dlogits of vector j, from its logits v (overwritten), packed for the store
+__device__ __forceinline__ int4 dlogits8(float* v, int j, float lse, int V, int target, float dloss) {
+    for (int e = 0; e < 8; e++) { v[e] = dlogit(v[e], 8 * j + e, lse, V, target, dloss); }
+    return pack8(v);
+}
+
 // ----------------------------------------------------------------------------
 // version 1: train_gpt2.cu
 
@@ -109,29 +133,24 @@ __global__ void classifier_v1(bf16* logits, float* losses, const int* targets, f
 
 __global__ void __launch_bounds__(CLS2_THREADS)
     classifier_v2(bf16* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x;
-    bf16* l = logits + (size_t)row * Vp;
-    int4* l4 = (int4*)l;
-    int target = targets[row];
-    float target_logit = (float)l[target];
-    int nv = (write_grad ? Vp : V + 7) / 8;  // without write_grad only the vectors with real entries
+    int tid = threadIdx.x;
+    ClsRow r = cls_row(logits, targets, V, Vp, write_grad);
     float m = -INFINITY, s = 0.0f;
-    for (int j = tid; j < nv; j += CLS2_THREADS) {
+    for (int j = tid; j < r.nv; j += CLS2_THREADS) {
         float v[8];
-        unpack8(v, l4[j]);
+        unpack8(v, r.l4[j]);
         float vm = -INFINITY;
         for (int e = 0; e < 8; e++) { vm = fmaxf(vm, 8 * j + e < V ? v[e] : -INFINITY); }
         if (vm > m) { s *= expf(m - vm); m = vm; }  // exp(-inf) = 0 on the first vector
         for (int e = 0; e < 8; e++) { s += 8 * j + e < V ? expf(v[e] - m) : 0.0f; }
     }
     float lse = block_lse(m, s);
-    if (tid == 0) { losses[row] = lse - target_logit; }
+    if (tid == 0) { losses[blockIdx.x] = lse - r.target_logit; }
     if (!write_grad) { return; }
-    for (int j = tid; j < Vp / 8; j += CLS2_THREADS) {
+    for (int j = tid; j < r.nv; j += CLS2_THREADS) {
         float v[8];
-        unpack8(v, l4[j]);
-        for (int e = 0; e < 8; e++) { v[e] = dlogit(v[e], 8 * j + e, lse, V, target, dloss); }
-        l4[j] = pack8(v);
+        unpack8(v, r.l4[j]);
+        r.l4[j] = dlogits8(v, j, lse, V, r.target, dloss);
     }
 }
 
@@ -140,23 +159,19 @@ __global__ void __launch_bounds__(CLS2_THREADS)
 
 __global__ void __launch_bounds__(CLS3_THREADS)
     classifier_v3(bf16* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x;
-    bf16* l = logits + (size_t)row * Vp;
-    int4* l4 = (int4*)l;
-    int target = targets[row];
-    float target_logit = (float)l[target];
-    int nv = (write_grad ? Vp : V + 7) / 8;
+    int tid = threadIdx.x;
+    ClsRow r = cls_row(logits, targets, V, Vp, write_grad);
     int4 reg[CLS3_VPT];
 #pragma unroll
     for (int k = 0; k < CLS3_VPT; k++) {  // every load in flight at once
         int j = tid + k * CLS3_THREADS;
-        if (j < nv) { reg[k] = l4[j]; }
+        if (j < r.nv) { reg[k] = r.l4[j]; }
     }
     float m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < CLS3_VPT; k++) {
         int j = tid + k * CLS3_THREADS;
-        if (j >= nv) { continue; }
+        if (j >= r.nv) { continue; }
         float v[8];
         unpack8(v, reg[k]);
         for (int e = 0; e < 8; e++) { m = fmaxf(m, 8 * j + e < V ? v[e] : -INFINITY); }
@@ -165,22 +180,21 @@ __global__ void __launch_bounds__(CLS3_THREADS)
 #pragma unroll
     for (int k = 0; k < CLS3_VPT; k++) {
         int j = tid + k * CLS3_THREADS;
-        if (j >= nv) { continue; }
+        if (j >= r.nv) { continue; }
         float v[8];
         unpack8(v, reg[k]);
         for (int e = 0; e < 8; e++) { s += 8 * j + e < V ? expf(v[e] - m) : 0.0f; }
     }
     float lse = block_lse(m, s);
-    if (tid == 0) { losses[row] = lse - target_logit; }
+    if (tid == 0) { losses[blockIdx.x] = lse - r.target_logit; }
     if (!write_grad) { return; }
 #pragma unroll
     for (int k = 0; k < CLS3_VPT; k++) {
         int j = tid + k * CLS3_THREADS;
-        if (j >= nv) { continue; }
+        if (j >= r.nv) { continue; }
         float v[8];
         unpack8(v, reg[k]);
-        for (int e = 0; e < 8; e++) { v[e] = dlogit(v[e], 8 * j + e, lse, V, target, dloss); }
-        l4[j] = pack8(v);
+        r.l4[j] = dlogits8(v, j, lse, V, r.target, dloss);
     }
 }
 
