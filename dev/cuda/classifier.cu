@@ -56,6 +56,37 @@ static void classifier_ref(float* logits, float* losses, const int* targets, flo
     }
 }
 
+// `./classifier ref`: checks the reference itself on the CPU (no GPU needed): its dlogits must be
+// the central finite differences of dloss * (sum of the row losses), padding included (zero there)
+static int check_reference(void) {
+    const int N = 3, V = 37, Vp = 40;
+    const float dloss = 1.0f / N;
+    uint64_t seed = 5;
+    float logits[N * Vp], work[N * Vp], losses[N], num[N * Vp];
+    int targets[N];
+    fill_uniform(logits, N * Vp, -6.0f, 6.0f, &seed);
+    for (int r = 0; r < N; r++) { targets[r] = (int)(rng_next(&seed) % V); }
+    for (int i = 0; i < N * Vp; i++) {
+        double L[2];
+        float v[2];
+        for (int k = 0; k < 2; k++) {
+            memcpy(work, logits, sizeof work);
+            work[i] += k ? -1e-2f : 1e-2f;
+            v[k] = work[i];
+            classifier_ref(work, losses, targets, dloss, N, V, Vp);
+            L[k] = 0.0;
+            for (int r = 0; r < N; r++) { L[k] += (double)dloss * losses[r]; }
+        }
+        num[i] = (float)((L[0] - L[1]) / ((double)v[0] - v[1]));
+    }
+    memcpy(work, logits, sizeof work);
+    classifier_ref(work, losses, targets, dloss, N, V, Vp);
+    printf("reference vs finite differences (N = %d, V = %d, Vp = %d)\n", N, V, Vp);
+    check_close("dlogits", num, work, N * Vp, 1e-4f, 1e-2f);
+    printf("the CPU reference matches finite differences\n");
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // the pieces every version uses: merging (max, sum of exp(v - max)) pairs, and the whole block's lse
 
@@ -213,6 +244,7 @@ static void run_version(int version, bf16* logits, float* losses, const int* tar
 }
 
 int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int only = parse_version(argc, argv, 3);
     const int N = N_ROWS, V = VOCAB, Vp = VOCAB_PADDED;
     const float dloss = 1.0f / N;  // the mean loss over the batch

@@ -93,6 +93,89 @@ static void input_backward_ref(float* dx, float* dy, double* g, const float* du,
     free(da);
 }
 
+// `./siamese_input_backward ref`: checks the reference itself on the CPU (no GPU needed) against
+// central finite differences of the scalar L = sum du.u + dx_next.a + dy_next.y, whose gradients
+// are exactly what the reference returns (dL/dx, dL/dy, dL/dparams), with the forward in double.
+
+static void layernorm_d(double* out, const float* x, const float* w, const float* b, int C) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < C; i++) { mean += x[i]; }
+    mean /= C;
+    for (int i = 0; i < C; i++) { var += (x[i] - mean) * (x[i] - mean); }
+    double rstd = 1.0 / sqrt(var / C + LN_EPS);
+    for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
+}
+
+static double fd_loss(const float* x, const float* y, const float* p, const float* du, const float* dxn,
+                      const float* dyn, int N, int C) {
+    double a[64], ly[64], u[64];
+    float s[64];
+    double L = 0.0;
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        layernorm_d(a, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_d(ly, y + o, p + P_YW * C, p + P_YB * C, C);
+        for (int i = 0; i < C; i++) { s[i] = (float)(a[i] + ly[i]); }
+        layernorm_d(u, s, p + P_W * C, p + P_B * C, C);
+        for (int i = 0; i < C; i++) { L += du[o + i] * u[i] + dxn[o + i] * a[i] + dyn[o + i] * (double)y[o + i]; }
+    }
+    return L;
+}
+
+// numeric dL/dv[i] for every i < n, by central differences of step h (the step actually taken in float)
+static void fd_grad(float* num, float* v, size_t n, const float* x, const float* y, const float* p, const float* du,
+                    const float* dxn, const float* dyn, int N, int C) {
+    for (size_t i = 0; i < n; i++) {
+        float v0 = v[i], h = 1e-2f;
+        v[i] = v0 + h;
+        float vp = v[i];
+        double Lp = fd_loss(x, y, p, du, dxn, dyn, N, C);
+        v[i] = v0 - h;
+        float vm = v[i];
+        double Lm = fd_loss(x, y, p, du, dxn, dyn, N, C);
+        v[i] = v0;
+        num[i] = (float)((Lp - Lm) / ((double)vp - vm));
+    }
+}
+
+static int check_reference(void) {
+    const int N = 3, C = 48;  // fd_loss holds a row on the stack: C <= 64
+    size_t n = (size_t)N * C;
+    uint64_t seed = 99;
+    float x[N * C], y[N * C], s[N * C], du[N * C], dxn[N * C], dyn[N * C], p[NUM_P * C], st[NUM_S * N];
+    fill_uniform(x, n, -2.0f, 3.0f, &seed);
+    fill_uniform(y, n, -5.0f, 4.0f, &seed);
+    fill_uniform(du, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dxn, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dyn, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);
+    for (int r = 0; r < N; r++) {  // s as the forward pass makes it, and the three statistics
+        size_t o = (size_t)r * C;
+        double a[64], ly[64];
+        layernorm_d(a, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_d(ly, y + o, p + P_YW * C, p + P_YB * C, C);
+        for (int i = 0; i < C; i++) { s[o + i] = (float)(a[i] + ly[i]); }
+        row_stats_ref(st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, C);
+        row_stats_ref(st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, C);
+        row_stats_ref(st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, C);
+    }
+    float dx[N * C], dy[N * C], g[NUM_P * C], num[NUM_P * C];
+    double gd[NUM_P * C] = {0};
+    memcpy(dx, dxn, sizeof dx);
+    memcpy(dy, dyn, sizeof dy);
+    input_backward_ref(dx, dy, gd, du, x, y, s, p, st, N, C);
+    for (int i = 0; i < NUM_P * C; i++) { g[i] = (float)gd[i]; }
+    printf("reference vs finite differences (N = %d, C = %d)\n", N, C);
+    fd_grad(num, x, n, x, y, p, du, dxn, dyn, N, C);
+    check_close("dx", num, dx, n, 1e-3f, 1e-2f);
+    fd_grad(num, y, n, x, y, p, du, dxn, dyn, N, C);
+    check_close("dy", num, dy, n, 1e-3f, 1e-2f);
+    fd_grad(num, p, NUM_P * C, x, y, p, du, dxn, dyn, N, C);
+    check_close("dparams", num, g, NUM_P * C, 1e-3f, 1e-2f);
+    printf("the CPU reference matches finite differences\n");
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // version 1: siamese.cuh's row kernel, then train_gpt2.cu's column-sum kernel
 
@@ -344,6 +427,7 @@ static void reset(const Buffers* b, int N, int C) {
 }
 
 int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int only = parse_version(argc, argv, 2);
     const int N = N_ROWS, C = CH;
     size_t n = (size_t)N * C;

@@ -73,6 +73,50 @@ static void boundary_ref(float* x, float* y, float* a, float* s, float* u, float
     free(ly);
 }
 
+// `./siamese_input_forward ref`: checks the reference itself on the CPU (no GPU needed): undoing
+// each LN's affine part, (a - xb) / xw and (u - b) / w must have mean 0 and variance 1 in every row,
+// and s - a must be LN(y), i.e. (s - a - yb) / yw too (up to the bf16 rounding of s)
+static void row_moments(float* mean, float* var, const float* v, const float* w, const float* b, int C) {
+    double m = 0.0, q = 0.0;
+    for (int i = 0; i < C; i++) { m += (v[i] - b[i]) / w[i]; }
+    m /= C;
+    for (int i = 0; i < C; i++) { double t = (v[i] - b[i]) / w[i] - m; q += t * t; }
+    *mean = (float)m;
+    *var = (float)(q / C);
+}
+
+static int check_reference(void) {
+    const int N = 4, C = 48;
+    const float c = 2.0f;
+    size_t n = (size_t)N * C;
+    uint64_t seed = 3;
+    float a_prev[N * C], y_prev[N * C], z[N * C], p[NUM_P * C], st[NUM_S * N];
+    float x[N * C], y[N * C], a[N * C], s[N * C], u[N * C], ly[N * C];
+    fill_uniform(a_prev, n, -2.0f, 2.5f, &seed);
+    fill_uniform(y_prev, n, -4.0f, 5.0f, &seed);
+    fill_uniform(z, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);
+    boundary_ref(x, y, a, s, u, st, a_prev, y_prev, z, c, p, N, C);
+    for (size_t i = 0; i < n; i++) { ly[i] = s[i] - a[i]; }
+    float zeros[3 * N] = {0}, ones[3 * N], means[3 * N], vars[3 * N];
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        row_moments(means + r, vars + r, a + o, p + P_XW * C, p + P_XB * C, C);
+        row_moments(means + N + r, vars + N + r, u + o, p + P_W * C, p + P_B * C, C);
+        row_moments(means + 2 * N + r, vars + 2 * N + r, ly + o, p + P_YW * C, p + P_YB * C, C);
+    }
+    for (int i = 0; i < 3 * N; i++) { ones[i] = 1.0f; }
+    printf("reference: rows of LN(x), LN(s), LN(y) normalised (N = %d, C = %d)\n", N, C);
+    check_close("means", zeros, means, 2 * N, 1e-5f, 0.0f);
+    check_close("vars", ones, vars, 2 * N, 1e-4f, 0.0f);
+    check_close("LN(y)", zeros, means + 2 * N, N, 1e-2f, 0.0f);  // s is rounded to bf16
+    check_close("LN(y)", ones, vars + 2 * N, N, 1e-2f, 0.0f);
+    for (size_t i = 0; i < n; i++) { ly[i] = bf16_round(a_prev[i] + z[i] / c); }
+    check_close("x", ly, x, n, 0.0f, 0.0f);
+    printf("the CPU reference passes\n");
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // version 1: siamese.cuh (the update kernel is shared by versions 1 and 2)
 
@@ -292,6 +336,7 @@ static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
 }
 
 int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int only = parse_version(argc, argv, 3);
     const int N = N_ROWS, C = CH, layer = 3;
     const float c = sqrtf(2.0f * (layer + 1));
