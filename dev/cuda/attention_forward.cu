@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(FA_BR)
     attention_v2(bf16* out, const bf16* qkv, int B, int T, int NH, float scale) {
     constexpr int HV = HS / 8;  // 128-bit vectors per head row
     __shared__ float ks[FA_BC][HS], vs[FA_BC][HS];
-    int ntiles = T / FA_BR;
-    int tile = ntiles - 1 - blockIdx.x % ntiles;  // the heaviest (latest) query tiles first
-    int bh = blockIdx.x / ntiles, b = bh / NH, h = bh % NH;
+    int ntiles = T / FA_BR, nbh = gridDim.x / ntiles;
+    int tile = ntiles - 1 - blockIdx.x / nbh;  // the heaviest (latest) query tiles of every head first
+    int bh = blockIdx.x % nbh, b = bh / NH, h = bh % NH;
     int C = NH * HS, t = tile * FA_BR + threadIdx.x;
     size_t row_len = 3 * (size_t)C;
     const bf16* base = qkv + (size_t)b * T * row_len + h * HS;
