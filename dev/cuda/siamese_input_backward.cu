@@ -275,7 +275,7 @@ __device__ __forceinline__ void store8f(float* f, int j, const float* src) {
     ((float4*)f)[2 * j + 1] = make_float4(src[4], src[5], src[6], src[7]);
 }
 
-// One LN backward over a row in registers. g: dout in, dinp out (if dinp_out) ; v: the LN input;
+// One LN backward over a row in registers. g: dout in, LN_back(dout) out; v: the LN input;
 // acc: this warp's gradient slice, (weight, then bias) at element (e, j) = column 8 j + e.
 template <int C>
 __device__ __forceinline__ void ln_back_regs(float (*g)[8], const float (*v)[8], const bf16* w, float mean,
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(BW_WARPS * 32)
     int r0 = (blockIdx.x * BW_WARPS + warp) * ROWS_PER_WARP;
     for (int r = r0; r < r0 + ROWS_PER_WARP && r < N; r++) {
         size_t o = (size_t)r * C, o4 = (size_t)r * V;
-        // every load of the row first
+        // the row's loads first (dy_next is read at the end, where it is added)
         float g[VPL][8], h[VPL][8], sv[VPL][8], yv[VPL][8], xv[VPL][8];
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
