@@ -1,0 +1,311 @@
+/*
+attention_forward: causal multi-head self-attention, forward only, from the trainer's qkv rows:
+qkv is (B, T, 3C) bf16 with q, k, v of head h at channels h*HS, C + h*HS, 2C + h*HS; the output
+is (B, T, C) bf16 with head h at channels h*HS:
+
+    out[b, t, h] = sum_{t2 <= t} softmax_t2(q_t . k_t2 / sqrt(HS)) v_t2
+
+version 1: train_gpt2.cu's approach: permute qkv into (B, NH, T, HS) heads, batched q.k^T into a
+           (B, NH, T, T) bf16 tensor (here with cublasGemmStridedBatchedEx, fp32 accumulation; the
+           trainer uses cuBLASLt with the same shapes), a causal softmax kernel (one warp per row),
+           batched att.v, permute back into rows. Materialises two T x T tensors per head.
+version 2: a flash-attention-style kernel of our own on CUDA cores (no tensor cores yet): one
+           block per (batch, head, tile of 64 queries), one thread per query holding q and its
+           output accumulator in fp32 registers; tiles of 64 keys and values are staged through
+           shared memory; per chunk of 32 keys the thread computes its scores, updates its
+           running max and sum once (online softmax) and accumulates p.v; tiles and chunks above
+           the diagonal are skipped, the diagonal masked. No T x T tensor exists. Heavy tiles are launched
+           first. (The trainer's backward pass needs att or, for a flash backward, the row
+           log-sum-exp: this experiment is the forward only.)
+
+Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention). Timing in ms
+and in TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
+
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 attention_forward.cu -o attention_forward -lcublas
+                              ./attention_forward [version]
+Status: compiled without a GPU; never run yet.
+*/
+#include <cublas_v2.h>
+#include "common.h"
+
+#define BATCH 8
+#define SEQ 1024   // T
+#define HEADS 12   // NH
+#define HSIZE 64   // HS
+#define ROW_WARPS 8
+#define FA_BR 64   // version 2: queries per block (one thread each)
+#define FA_BC 64   // version 2: keys per tile
+#define FA_SUB 32  // version 2: keys per online-softmax update (the warp size)
+
+static void cublas_check(cublasStatus_t st, int line) {
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cuBLAS error %d at line %d\n", (int)st, line);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// CPU reference
+
+static void attention_ref(float* out, const float* qkv, int B, int T, int NH, int HS) {
+    int C = NH * HS;
+    float scale = 1.0f / sqrtf((float)HS);
+    float* p = (float*)host_alloc(T * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                const float* q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
+                float maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * HS;
+                    float dot = 0.0f;
+                    for (int i = 0; i < HS; i++) { dot += q[i] * k[i]; }
+                    p[t2] = dot * scale;
+                    maxv = fmaxf(maxv, p[t2]);
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { p[t2] = expf(p[t2] - maxv); sum += p[t2]; }
+                float* o = out + ((size_t)b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float* v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * HS;
+                    for (int i = 0; i < HS; i++) { o[i] += p[t2] / sum * v[i]; }
+                }
+            }
+        }
+    }
+    free(p);
+}
+
+// `./attention_forward ref`: checks the reference itself on the CPU (no GPU needed): the first
+// position attends only to itself (out = v_0), and where every value row is the same vector
+// the output is that vector at every position, whatever the scores
+static int check_reference(void) {
+    const int B = 2, T = 7, NH = 3, HS = 8, C = NH * HS;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
+    uint64_t seed = 17;
+    float* qkv = (float*)host_alloc(nqkv * sizeof(float));
+    float* out = (float*)host_alloc(nout * sizeof(float));
+    float* want = (float*)host_alloc(nout * sizeof(float));
+    fill_uniform(qkv, nqkv, -1.5f, 1.5f, &seed);
+    attention_ref(out, qkv, B, T, NH, HS);
+    float got0[B * C], want0[B * C];
+    for (int b = 0; b < B; b++) {
+        for (int c = 0; c < C; c++) {
+            got0[b * C + c] = out[(size_t)b * T * C + c];
+            want0[b * C + c] = qkv[(size_t)b * T * 3 * C + 2 * C + c];
+        }
+    }
+    printf("reference: position 0 and constant values (B = %d, T = %d, NH = %d, HS = %d)\n", B, T, NH, HS);
+    check_close("out[t=0]", want0, got0, B * C, 1e-6f, 1e-6f);
+    for (int b = 0; b < B; b++) {  // v of every position := v of position 0 in its batch row
+        for (int t = 0; t < T; t++) {
+            for (int c = 0; c < C; c++) {
+                float v0 = qkv[(size_t)b * T * 3 * C + 2 * C + c];
+                qkv[((size_t)b * T + t) * 3 * C + 2 * C + c] = v0;
+                want[((size_t)b * T + t) * C + c] = v0;
+            }
+        }
+    }
+    attention_ref(out, qkv, B, T, NH, HS);
+    check_close("out", want, out, nout, 1e-5f, 1e-5f);
+    free(qkv);
+    free(out);
+    free(want);
+    printf("the CPU reference passes\n");
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// version 1: permute, batched matmuls, softmax (train_gpt2.cu)
+
+// element i of a (B, NH, T, HS) head tensor lives at this offset of a (B, T, row_len) row tensor
+__device__ __forceinline__ size_t head_offset(size_t i, int T, int NH, int HS, size_t row_len) {
+    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
+    return (b * T + t) * row_len + h * HS + c;
+}
+
+__global__ void permute_qkv_v1(bf16* q, bf16* k, bf16* v, const bf16* qkv, int B, int T, int NH, int HS) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * NH * T * HS) { return; }
+    size_t C = (size_t)NH * HS;
+    const bf16* row = qkv + head_offset(i, T, NH, HS, 3 * C);
+    q[i] = row[0];
+    k[i] = row[C];
+    v[i] = row[2 * C];
+}
+
+__global__ void unpermute_v1(bf16* out, const bf16* y, int B, int T, int NH, int HS) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * NH * T * HS) { return; }
+    out[head_offset(i, T, NH, HS, (size_t)NH * HS)] = y[i];
+}
+
+__global__ void softmax_v1(bf16* att, const bf16* preatt, int rows, int T, float scale) {
+    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) { return; }
+    int t = r % T;
+    const bf16* p = preatt + (size_t)r * T;
+    bf16* a = att + (size_t)r * T;
+    float maxval = -INFINITY;
+    for (int i = lane; i <= t; i += 32) { maxval = fmaxf(maxval, (float)p[i] * scale); }
+    maxval = warp_max(maxval);
+    float sum = 0.0f;
+    for (int i = lane; i <= t; i += 32) { sum += expf((float)p[i] * scale - maxval); }
+    float inv = 1.0f / warp_sum(sum);
+    for (int i = lane; i < T; i += 32) { a[i] = (bf16)(i <= t ? expf((float)p[i] * scale - maxval) * inv : 0.0f); }
+}
+
+typedef struct {
+    bf16 *q, *k, *v, *preatt, *att, *y;
+} V1Scratch;
+
+// D (m x n, col-major, per batch) = op(A) op(B), bf16 in and out, fp32 accumulation
+static void batched_gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, const bf16* A, int lda, long long sa,
+                         const bf16* Bm, int ldb, long long sb, bf16* D, int ldd, long long sd, int batch) {
+    float one = 1.0f, zero = 0.0f;
+    cublas_check(cublasGemmStridedBatchedEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                                            &one, A, CUDA_R_16BF, lda, sa, Bm, CUDA_R_16BF, ldb, sb, &zero, D,
+                                            CUDA_R_16BF, ldd, sd, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 __LINE__);
+}
+
+static void attention_v1(cublasHandle_t h, bf16* out, const bf16* qkv, V1Scratch* sc, int B, int T, int NH, int HS) {
+    int heads = B * NH, rows = B * NH * T;
+    long long sth = (long long)T * HS, stt = (long long)T * T;
+    int blocks = ceil_div((long)B * NH * T * HS, 256);
+    permute_qkv_v1<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS);
+    cudaCheckLaunch();
+    // row-major preatt (T x T) = q . k^T, i.e. col-major preatt^T = k . q^T
+    batched_gemm(h, 1, 0, T, T, HS, sc->k, HS, sth, sc->q, HS, sth, sc->preatt, T, stt, heads);
+    softmax_v1<<<ceil_div(rows, ROW_WARPS), ROW_WARPS * 32>>>(sc->att, sc->preatt, rows, T, 1.0f / sqrtf((float)HS));
+    cudaCheckLaunch();
+    // row-major y (T x HS) = att . v, i.e. col-major y^T = v^T . att^T
+    batched_gemm(h, 0, 0, HS, T, T, sc->v, HS, sth, sc->att, T, stt, sc->y, HS, sth, heads);
+    unpermute_v1<<<blocks, 256>>>(out, sc->y, B, T, NH, HS);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// version 2: flash-style, one thread per query, online softmax per tile of keys
+
+template <int HS>
+__global__ void __launch_bounds__(FA_BR)
+    attention_v2(bf16* out, const bf16* qkv, int B, int T, int NH, float scale) {
+    constexpr int HV = HS / 8;  // 128-bit vectors per head row
+    __shared__ float ks[FA_BC][HS], vs[FA_BC][HS];
+    int ntiles = T / FA_BR, nbh = gridDim.x / ntiles;
+    int tile = ntiles - 1 - blockIdx.x / nbh;  // the heaviest (latest) query tiles of every head first
+    int bh = blockIdx.x % nbh, b = bh / NH, h = bh % NH;
+    int C = NH * HS, t = tile * FA_BR + threadIdx.x;
+    size_t row_len = 3 * (size_t)C;
+    const bf16* base = qkv + (size_t)b * T * row_len + h * HS;
+    float q[HS], o[HS];
+    const int4* q4 = (const int4*)(base + (size_t)t * row_len);
+#pragma unroll
+    for (int v = 0; v < HV; v++) { unpack8(q + 8 * v, q4[v]); }
+#pragma unroll
+    for (int i = 0; i < HS; i++) { q[i] *= scale; o[i] = 0.0f; }
+    float m = -INFINITY, l = 0.0f;
+    for (int kt = 0; kt <= tile; kt++) {  // key tiles at or below the diagonal
+        __syncthreads();  // the previous tile is no longer read
+        for (int e = threadIdx.x; e < FA_BC * HV; e += FA_BR) {
+            int j = e / HV, v = e % HV;
+            const bf16* krow = base + (size_t)(kt * FA_BC + j) * row_len + C;
+            unpack8(&ks[j][8 * v], ((const int4*)krow)[v]);
+            unpack8(&vs[j][8 * v], ((const int4*)(krow + C))[v]);
+        }
+        __syncthreads();
+        // the tile in chunks of FA_SUB keys (scores for a whole tile would spill registers);
+        // a chunk wholly above the diagonal is skipped (warp-uniform: FA_SUB is the warp size)
+        for (int j0 = 0; j0 < FA_BC; j0 += FA_SUB) {
+            if (kt == tile && j0 > (int)threadIdx.x) { break; }
+            float s[FA_SUB];
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < FA_SUB; j++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int i = 0; i < HS; i++) { dot += q[i] * ks[j0 + j][i]; }  // a broadcast read
+                s[j] = (kt < tile || j0 + j <= (int)threadIdx.x) ? dot : -INFINITY;  // causal mask
+                tmax = fmaxf(tmax, s[j]);
+            }
+            float mnew = fmaxf(m, tmax);  // finite: key 0 is in the first chunk of the first tile
+            float corr = expf(m - mnew);  // 0 on the first chunk
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < HS; i++) { o[i] *= corr; }
+#pragma unroll
+            for (int j = 0; j < FA_SUB; j++) {
+                float p = expf(s[j] - mnew);
+                l += p;
+#pragma unroll
+                for (int i = 0; i < HS; i++) { o[i] += p * vs[j0 + j][i]; }
+            }
+            m = mnew;
+        }
+    }
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int i = 0; i < HS; i++) { o[i] *= inv; }
+    int4* out4 = (int4*)(out + ((size_t)b * T + t) * C + h * HS);
+#pragma unroll
+    for (int v = 0; v < HV; v++) { out4[v] = pack8(o + 8 * v); }
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
+    int only = parse_version(argc, argv, 2);
+    const int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE, C = NH * HS;
+    static_assert(SEQ % FA_BR == 0 && FA_BR == FA_BC, "version 2 tiles");
+    print_device();
+    printf("attention_forward: B = %d, T = %d, NH = %d, HS = %d\n", B, T, NH, HS);
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nhead = (size_t)B * NH * T * HS;
+    size_t natt = (size_t)B * NH * T * T;
+
+    uint64_t seed = 11;
+    float* qkv = (float*)host_alloc(nqkv * sizeof(float));
+    fill_uniform(qkv, nqkv, -1.5f, 1.5f, &seed);  // scores up to about +-18: a peaked softmax somewhere
+    bf16* d_qkv = to_device_bf16(qkv, nqkv);
+    bf16* d_out = (bf16*)device_alloc(nout * sizeof(bf16));
+    V1Scratch sc;
+    sc.q = (bf16*)device_alloc(nhead * sizeof(bf16));
+    sc.k = (bf16*)device_alloc(nhead * sizeof(bf16));
+    sc.v = (bf16*)device_alloc(nhead * sizeof(bf16));
+    sc.y = (bf16*)device_alloc(nhead * sizeof(bf16));
+    sc.preatt = (bf16*)device_alloc(natt * sizeof(bf16));
+    sc.att = (bf16*)device_alloc(natt * sizeof(bf16));
+    cublasHandle_t handle;
+    cublas_check(cublasCreate(&handle), __LINE__);
+
+    printf("CPU reference (several seconds)...\n");
+    float* ref = (float*)host_alloc(nout * sizeof(float));
+    attention_ref(ref, qkv, B, T, NH, HS);
+    float* got = (float*)host_alloc(nout * sizeof(float));
+
+    double flops = 4.0 * B * NH * HS * (double)T * (T + 1) / 2;
+    for (int v = 1; v <= 2; v++) {
+        if (only && v != only) { continue; }
+        printf("version %d\n", v);
+        auto run = [&] {
+            if (v == 1) {
+                attention_v1(handle, d_out, d_qkv, &sc, B, T, NH, HS);
+            } else {
+                attention_v2<HSIZE><<<B * NH * (T / FA_BR), FA_BR>>>(d_out, d_qkv, B, T, NH, 1.0f / sqrtf((float)HS));
+                cudaCheckLaunch();
+            }
+        };
+        cudaCheck(cudaMemset(d_out, 0, nout * sizeof(bf16)));
+        run();
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_bf16(got, d_out, nout);
+        check_close("out", ref, got, nout, 2e-2f, 2e-2f);
+        float ms = time_ms(run, no_prep);
+        printf("  v%d attention forward %9.4f ms  %8.1f TFLOP/s (causal work)\n", v, ms, flops / (ms * 1e-3) / 1e12);
+    }
+    cublas_check(cublasDestroy(handle), __LINE__);
+    printf("all checked versions match the CPU reference\n");
+    return 0;
+}

@@ -1,0 +1,243 @@
+/*
+dev/cuda/common.h: helpers shared by the kernel experiments in dev/cuda/ (stand-alone programs,
+one per fused kernel of the trainer, each built with `nvcc -O3 -arch=sm_90 dev/cuda/X.cu -o X`).
+
+Every experiment follows the same pattern:
+  - random inputs on the host (rounded to bf16 where the GPU stores bf16), a short fp32 CPU
+    reference written straight from the formulas of train_gpt2.c;
+  - for each version of the kernel (or the one named on the command line): one run checked
+    against the reference (check_close: prints max abs/rel error, exits non-zero on failure),
+    then a timing (time_ms: warm-up, then N repetitions, each timed by cudaEvents with the L2
+    cache flushed and the inputs restored before it, outside the timed region);
+  - one line per version: time in ms and achieved GB/s against the bytes the job must move.
+
+Status: written and compiled without a GPU; none of this has been run yet.
+*/
+#ifndef DEV_CUDA_COMMON_H
+#define DEV_CUDA_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+
+typedef __nv_bfloat16 bf16;
+
+// ----------------------------------------------------------------------------
+// errors
+
+static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
+    if (err != cudaSuccess) {
+        fprintf(stderr, "CUDA error at %s:%d: %s\n  %s\n", file, line, cudaGetErrorString(err), call);
+        exit(EXIT_FAILURE);
+    }
+}
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define cudaCheckLaunch() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+// ----------------------------------------------------------------------------
+// device helpers
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, offset); }
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) { v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
+    return v;
+}
+
+// 8 bf16 in one 128-bit word: the unit of the vectorised kernels (needs 16-byte alignment)
+union Pack8 {
+    int4 raw;
+    bf16 h[8];
+};
+
+__device__ __forceinline__ void unpack8(float* dst, int4 raw) {
+    Pack8 p;
+    p.raw = raw;
+    for (int k = 0; k < 8; k++) { dst[k] = __bfloat162float(p.h[k]); }
+}
+
+__device__ __forceinline__ float bf16_round_dev(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+__device__ __forceinline__ int4 pack8(const float* src) {
+    Pack8 p;
+    for (int k = 0; k < 8; k++) { p.h[k] = __float2bfloat16(src[k]); }
+    return p.raw;
+}
+
+// ----------------------------------------------------------------------------
+// host data: random fill, bf16 rounding, transfers
+
+static inline float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+// splitmix64: the same numbers on every machine
+static inline uint64_t rng_next(uint64_t* s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline float rng_uniform(uint64_t* s) { return (float)(rng_next(s) >> 40) / (float)(1ull << 24); }
+
+// h[i] uniform in [lo, hi)
+static inline void fill_uniform(float* h, size_t n, float lo, float hi, uint64_t* s) {
+    for (size_t i = 0; i < n; i++) { h[i] = lo + (hi - lo) * rng_uniform(s); }
+}
+
+// `count` LayerNorms' parameters as (weight, bias) pairs of C each: weights in [0.5, 1.5), biases in [-0.5, 0.5)
+static inline void fill_ln_params(float* p, int count, int C, uint64_t* s) {
+    for (int k = 0; k < count; k++) {
+        fill_uniform(p + (size_t)2 * k * C, C, 0.5f, 1.5f, s);
+        fill_uniform(p + (size_t)(2 * k + 1) * C, C, -0.5f, 0.5f, s);
+    }
+}
+
+static inline void round_to_bf16(float* h, size_t n) {
+    for (size_t i = 0; i < n; i++) { h[i] = bf16_round(h[i]); }
+}
+
+static inline void* device_alloc(size_t bytes) {
+    void* p = NULL;
+    cudaCheck(cudaMalloc(&p, bytes));
+    return p;
+}
+
+// a device copy of h as bf16 (h itself is rounded, so the CPU reference sees the same values)
+static inline bf16* to_device_bf16(float* h, size_t n) {
+    round_to_bf16(h, n);
+    bf16* tmp = (bf16*)malloc(n * sizeof(bf16));
+    for (size_t i = 0; i < n; i++) { tmp[i] = __float2bfloat16(h[i]); }
+    bf16* d = (bf16*)device_alloc(n * sizeof(bf16));
+    cudaCheck(cudaMemcpy(d, tmp, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+
+static inline float* to_device_f32(const float* h, size_t n) {
+    float* d = (float*)device_alloc(n * sizeof(float));
+    cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static inline void from_device_bf16(float* h, const bf16* d, size_t n) {
+    bf16* tmp = (bf16*)malloc(n * sizeof(bf16));
+    cudaCheck(cudaMemcpy(tmp, d, n * sizeof(bf16), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) { h[i] = __bfloat162float(tmp[i]); }
+    free(tmp);
+}
+
+static inline void from_device_f32(float* h, const float* d, size_t n) {
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+static inline void* host_alloc(size_t bytes) {
+    void* p = malloc(bytes);
+    if (!p) { fprintf(stderr, "out of host memory (%zu bytes)\n", bytes); exit(EXIT_FAILURE); }
+    return p;
+}
+
+// ----------------------------------------------------------------------------
+// correctness: |got - ref| <= atol + rtol * |ref| everywhere (NaN fails). Prints one line with the
+// max abs and max rel error; on failure prints the first few mismatches and exits non-zero.
+
+static inline void check_close(const char* what, const float* ref, const float* got, size_t n, float atol,
+                               float rtol) {
+    double max_abs = 0.0, max_rel = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        double rel = d / fmax(fabs((double)ref[i]), 1e-6);
+        if (!(d <= atol + rtol * fabs((double)ref[i]))) {  // also catches NaN
+            if (bad < 5) { fprintf(stderr, "  %s[%zu]: got %.6g, want %.6g\n", what, i, got[i], ref[i]); }
+            bad++;
+        }
+        if (d > max_abs || d != d) { max_abs = d; }
+        if (rel > max_rel || rel != rel) { max_rel = rel; }
+    }
+    printf("    %-8s max abs err %.3e, max rel err %.3e%s\n", what, max_abs, max_rel, bad ? "  FAIL" : "");
+    if (bad) {
+        fprintf(stderr, "%s: %zu of %zu values outside atol %.1e + rtol %.1e\n", what, bad, n, atol, rtol);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// timing. prep() runs before every repetition outside the timed region (restore inputs that the
+// kernel overwrites); the L2 cache is flushed too, so each repetition reads from HBM as in training.
+
+static void* l2_flush_buf = NULL;
+static size_t l2_flush_bytes = 0;
+
+static inline void flush_l2(void) {
+    if (!l2_flush_buf) {
+        int dev = 0, l2 = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        l2_flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : (64 << 20));
+        l2_flush_buf = device_alloc(l2_flush_bytes);
+    }
+    cudaCheck(cudaMemset(l2_flush_buf, 0, l2_flush_bytes));
+}
+
+static inline void no_prep(void) {}
+
+// mean ms of one run of fn() over reps repetitions, after warmup runs
+template <typename Fn, typename Prep>
+static float time_ms(Fn fn, Prep prep, int warmup = 3, int reps = 20) {
+    for (int i = 0; i < warmup; i++) { prep(); fn(); }
+    cudaCheck(cudaDeviceSynchronize());
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    float total = 0.0f;
+    for (int i = 0; i < reps; i++) {
+        prep();
+        flush_l2();
+        cudaCheck(cudaEventRecord(start));
+        fn();
+        cudaCheck(cudaEventRecord(stop));
+        cudaCheck(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        total += ms;
+    }
+    cudaCheckLaunch();
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    return total / reps;
+}
+
+static inline void print_timing(const char* label, float ms, double bytes) {
+    printf("%-34s %9.4f ms  %8.1f GB/s  (%.1f MB moved)\n", label, ms, bytes / (ms * 1e-3) / 1e9, bytes / 1e6);
+}
+
+// ----------------------------------------------------------------------------
+// command line: `./prog` runs every version, `./prog K` only version K
+
+static inline int parse_version(int argc, char** argv, int max_version) {
+    int v = argc > 1 ? atoi(argv[1]) : 0;
+    if (argc > 2 || v < 0 || v > max_version) {
+        fprintf(stderr, "usage: %s [version 1..%d]   (no argument: all versions)\n", argv[0], max_version);
+        exit(EXIT_FAILURE);
+    }
+    return v;
+}
+
+static inline void print_device(void) {
+    int dev = 0;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+}
+
+#endif  // DEV_CUDA_COMMON_H

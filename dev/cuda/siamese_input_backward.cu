@@ -1,0 +1,500 @@
+/*
+siamese_input_backward: the backward pass of one SiameseNorm input side (siamese.cuh, (d)):
+
+    ds = LN_back(du; s, ln)            the block-input LN
+    da = ds + dx_next                  a feeds both s and x_next
+    dy = dy_next + LN_back(ds; y, lny) Y: identity path plus its LN
+    dx = LN_back(da; x, lnx)           X: only through its LN
+
+with, per LN, LN_back(g; v) = rstd * (w g - mean(w g) - vhat * mean(w g vhat)), vhat = (v - mean) * rstd,
+and the parameter gradients of the three LNs summed over all rows:
+    dw += sum_r g * vhat,  db += sum_r g      for (g, v) = (du, s), (ds, y), (da, x).
+x, y, s are bf16 (as stored by the forward pass); du, dx, dy and every gradient are fp32. dx holds
+dx_next on entry and dx on exit; dy holds dy_next on entry and dy on exit.
+
+version 1: siamese.cuh as it is: one warp per row, scalar loads, ds and da written to two (N, C)
+           fp32 scratch tensors; then the column-sum kernel of train_gpt2.cu (32 x 32 threads per
+           32 columns, fixed-order sums through shared memory) for the three LNs, which reads
+           du, s, ds, y, da, x again.
+version 2: one warp per row with the row in registers (128-bit loads: 8 bf16 or 2 x 4 fp32), every
+           tensor read once and dx, dy written once, no scratch tensors. The parameter gradients
+           are summed on the way: each warp adds its rows into its own slice of shared memory,
+           a block adds its warps' slices in a fixed order into one partial row per block, and a
+           second small kernel adds the partials of all blocks in a fixed order. The grid depends
+           only on N (ROWS_PER_WARP rows per warp), so results are bitwise repeatable and do not
+           depend on the GPU model.
+
+Checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
+layernorm_backward_row; parameter gradients summed in double). GB/s against the bytes the job must
+move at the least: read du, dx_next, dy_next (fp32), x, y, s (bf16), the statistics; write dx, dy.
+
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_backward.cu -o siamese_input_backward
+                              ./siamese_input_backward [version]
+Status: compiled without a GPU; never run yet.
+*/
+#include "common.h"
+
+#define N_ROWS (8 * 1024)  // B * T
+#define CH 768             // C
+#define LN_EPS 1e-5f
+#define ROW_WARPS 8        // version 1: warps per block
+
+// parameters (bf16) and their gradients (fp32): (6, C) arrays in this order; statistics (6, N)
+enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
+enum { S_XMEAN, S_XRSTD, S_YMEAN, S_YRSTD, S_MEAN, S_RSTD, NUM_S };
+
+// ----------------------------------------------------------------------------
+// CPU reference
+
+static void row_stats_ref(float* mean_out, float* rstd_out, const float* x, int C) {
+    float sum = 0.0f, sq = 0.0f;
+    for (int i = 0; i < C; i++) { sum += x[i]; }
+    float mean = sum / C;
+    for (int i = 0; i < C; i++) { sq += (x[i] - mean) * (x[i] - mean); }
+    *mean_out = mean;
+    *rstd_out = 1.0f / sqrtf(sq / C + LN_EPS);
+}
+
+// dinp += LN_back(dout; x); dw, db += this row's parameter gradients
+static void ln_backward_ref(float* dinp, double* dw, double* db, const float* dout, const float* x, const float* w,
+                            float mean, float rstd, int C) {
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        m1 += w[i] * dout[i];
+        m2 += w[i] * dout[i] * xhat;
+    }
+    m1 /= C;
+    m2 /= C;
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        dinp[i] += (w[i] * dout[i] - m1 - xhat * m2) * rstd;
+        dw[i] += (double)dout[i] * xhat;
+        db[i] += dout[i];
+    }
+}
+
+static void input_backward_ref(float* dx, float* dy, double* g, const float* du, const float* x, const float* y,
+                               const float* s, const float* p, const float* st, int N, int C) {
+    float* ds = (float*)host_alloc(C * sizeof(float));
+    float* da = (float*)host_alloc(C * sizeof(float));
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        for (int i = 0; i < C; i++) { ds[i] = 0.0f; }
+        ln_backward_ref(ds, g + P_W * C, g + P_B * C, du + o, s + o, p + P_W * C, st[S_MEAN * N + r],
+                        st[S_RSTD * N + r], C);
+        for (int i = 0; i < C; i++) { da[i] = ds[i] + dx[o + i]; dx[o + i] = 0.0f; }
+        ln_backward_ref(dy + o, g + P_YW * C, g + P_YB * C, ds, y + o, p + P_YW * C, st[S_YMEAN * N + r],
+                        st[S_YRSTD * N + r], C);
+        ln_backward_ref(dx + o, g + P_XW * C, g + P_XB * C, da, x + o, p + P_XW * C, st[S_XMEAN * N + r],
+                        st[S_XRSTD * N + r], C);
+    }
+    free(ds);
+    free(da);
+}
+
+// `./siamese_input_backward ref`: checks the reference itself on the CPU (no GPU needed) against
+// central finite differences of the scalar L = sum du.u + dx_next.a + dy_next.y, whose gradients
+// are exactly what the reference returns (dL/dx, dL/dy, dL/dparams), with the forward in double.
+
+static void layernorm_d(double* out, const float* x, const float* w, const float* b, int C) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < C; i++) { mean += x[i]; }
+    mean /= C;
+    for (int i = 0; i < C; i++) { var += (x[i] - mean) * (x[i] - mean); }
+    double rstd = 1.0 / sqrt(var / C + LN_EPS);
+    for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
+}
+
+static double fd_loss(const float* x, const float* y, const float* p, const float* du, const float* dxn,
+                      const float* dyn, int N, int C) {
+    double a[64], ly[64], u[64];
+    float s[64];
+    double L = 0.0;
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        layernorm_d(a, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_d(ly, y + o, p + P_YW * C, p + P_YB * C, C);
+        for (int i = 0; i < C; i++) { s[i] = (float)(a[i] + ly[i]); }
+        layernorm_d(u, s, p + P_W * C, p + P_B * C, C);
+        for (int i = 0; i < C; i++) { L += du[o + i] * u[i] + dxn[o + i] * a[i] + dyn[o + i] * (double)y[o + i]; }
+    }
+    return L;
+}
+
+// numeric dL/dv[i] for every i < n, by central differences of step h (the step actually taken in float)
+static void fd_grad(float* num, float* v, size_t n, const float* x, const float* y, const float* p, const float* du,
+                    const float* dxn, const float* dyn, int N, int C) {
+    for (size_t i = 0; i < n; i++) {
+        float v0 = v[i], h = 1e-2f;
+        v[i] = v0 + h;
+        float vp = v[i];
+        double Lp = fd_loss(x, y, p, du, dxn, dyn, N, C);
+        v[i] = v0 - h;
+        float vm = v[i];
+        double Lm = fd_loss(x, y, p, du, dxn, dyn, N, C);
+        v[i] = v0;
+        num[i] = (float)((Lp - Lm) / ((double)vp - vm));
+    }
+}
+
+static int check_reference(void) {
+    const int N = 3, C = 48;  // fd_loss holds a row on the stack: C <= 64
+    size_t n = (size_t)N * C;
+    uint64_t seed = 99;
+    float x[N * C], y[N * C], s[N * C], du[N * C], dxn[N * C], dyn[N * C], p[NUM_P * C], st[NUM_S * N];
+    fill_uniform(x, n, -2.0f, 3.0f, &seed);
+    fill_uniform(y, n, -5.0f, 4.0f, &seed);
+    fill_uniform(du, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dxn, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dyn, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);
+    for (int r = 0; r < N; r++) {  // s as the forward pass makes it, and the three statistics
+        size_t o = (size_t)r * C;
+        double a[64], ly[64];
+        layernorm_d(a, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_d(ly, y + o, p + P_YW * C, p + P_YB * C, C);
+        for (int i = 0; i < C; i++) { s[o + i] = (float)(a[i] + ly[i]); }
+        row_stats_ref(st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, C);
+        row_stats_ref(st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, C);
+        row_stats_ref(st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, C);
+    }
+    float dx[N * C], dy[N * C], g[NUM_P * C], num[NUM_P * C];
+    double gd[NUM_P * C] = {0};
+    memcpy(dx, dxn, sizeof dx);
+    memcpy(dy, dyn, sizeof dy);
+    input_backward_ref(dx, dy, gd, du, x, y, s, p, st, N, C);
+    for (int i = 0; i < NUM_P * C; i++) { g[i] = (float)gd[i]; }
+    printf("reference vs finite differences (N = %d, C = %d)\n", N, C);
+    fd_grad(num, x, n, x, y, p, du, dxn, dyn, N, C);
+    check_close("dx", num, dx, n, 1e-3f, 1e-2f);
+    fd_grad(num, y, n, x, y, p, du, dxn, dyn, N, C);
+    check_close("dy", num, dy, n, 1e-3f, 1e-2f);
+    fd_grad(num, p, NUM_P * C, x, y, p, du, dxn, dyn, N, C);
+    check_close("dparams", num, g, NUM_P * C, 1e-3f, 1e-2f);
+    printf("the CPU reference matches finite differences\n");
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// version 1: siamese.cuh's row kernel, then train_gpt2.cu's column-sum kernel
+
+__device__ __forceinline__ float ln_back_value(float dout, float x, float w, float mean, float rstd, float2 means) {
+    return (w * dout - means.x - (x - mean) * rstd * means.y) * rstd;
+}
+
+__global__ void input_backward_v1(float* dx, float* dy, float* ds_buf, float* da_buf, const float* du, const bf16* x,
+                                  const bf16* y, const bf16* s, const bf16* p, const float* st, int N, int C) {
+    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    size_t o = (size_t)r * C;
+    const bf16 *w = p + P_W * C, *yw = p + P_YW * C, *xw = p + P_XW * C;
+    float mu = st[S_MEAN * N + r], rs = st[S_RSTD * N + r];
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float g = (float)w[i] * du[o + i];
+        m1 += g;
+        m2 += g * ((float)s[o + i] - mu) * rs;
+    }
+    float2 means = make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
+    for (int i = lane; i < C; i += 32) {
+        ds_buf[o + i] = ln_back_value(du[o + i], (float)s[o + i], (float)w[i], mu, rs, means);
+    }
+    float ymu = st[S_YMEAN * N + r], yrs = st[S_YRSTD * N + r], xmu = st[S_XMEAN * N + r], xrs = st[S_XRSTD * N + r];
+    float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float ds = ds_buf[o + i];
+        float da = ds + dx[o + i];
+        da_buf[o + i] = da;
+        float gy = (float)yw[i] * ds, gx = (float)xw[i] * da;
+        y1 += gy;
+        y2 += gy * ((float)y[o + i] - ymu) * yrs;
+        x1 += gx;
+        x2 += gx * ((float)x[o + i] - xmu) * xrs;
+    }
+    float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
+    float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
+    for (int i = lane; i < C; i += 32) {
+        dy[o + i] += ln_back_value(ds_buf[o + i], (float)y[o + i], (float)yw[i], ymu, yrs, ymeans);
+        dx[o + i] = ln_back_value(da_buf[o + i], (float)x[o + i], (float)xw[i], xmu, xrs, xmeans);
+    }
+}
+
+// dw[c] += sum_r dout[r][c] * vhat[r][c], db[c] += sum_r dout[r][c] for the job blockIdx.y
+typedef struct {
+    float *dw, *db;
+    const float* dout;
+    const bf16* inp;
+    const float *mean, *rstd;
+} ColumnJob;
+typedef struct {
+    ColumnJob job[3];
+} ColumnJobs;
+
+#define COLUMN_TILE 32
+
+__global__ void column_grads_v1(ColumnJobs jobs, int N, int C) {
+    const ColumnJob j = jobs.job[blockIdx.y];
+    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    float sw = 0.0f, sb = 0.0f;
+    if (c < C) {
+        for (int r = threadIdx.y; r < N; r += COLUMN_TILE) {
+            float d = j.dout[(size_t)r * C + c];
+            sb += d;
+            sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r];
+        }
+    }
+    __shared__ float part_w[COLUMN_TILE][COLUMN_TILE + 1], part_b[COLUMN_TILE][COLUMN_TILE + 1];
+    part_w[threadIdx.y][threadIdx.x] = sw;
+    part_b[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int k = 0; k < COLUMN_TILE; k++) { tw += part_w[k][threadIdx.x]; tb += part_b[k][threadIdx.x]; }
+        j.dw[c] += tw;
+        j.db[c] += tb;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// version 2: the row in registers, parameter gradients summed per warp in shared memory
+
+#define BW_WARPS 4        // warps per block
+#define ROWS_PER_WARP 8   // rows each warp handles (the grid is N / (BW_WARPS * ROWS_PER_WARP) blocks)
+#define REDUCE_SLICES 8   // the partial-sum kernel: thread rows per block
+
+// 8 fp32 values at f + 8 j (two 128-bit loads); f 16-byte aligned
+__device__ __forceinline__ void load8f(float* dst, const float* f, int j) {
+    float4 lo = ((const float4*)f)[2 * j], hi = ((const float4*)f)[2 * j + 1];
+    dst[0] = lo.x; dst[1] = lo.y; dst[2] = lo.z; dst[3] = lo.w;
+    dst[4] = hi.x; dst[5] = hi.y; dst[6] = hi.z; dst[7] = hi.w;
+}
+
+__device__ __forceinline__ void store8f(float* f, int j, const float* src) {
+    ((float4*)f)[2 * j] = make_float4(src[0], src[1], src[2], src[3]);
+    ((float4*)f)[2 * j + 1] = make_float4(src[4], src[5], src[6], src[7]);
+}
+
+// One LN backward over a row in registers. g: dout in, LN_back(dout) out; v: the LN input;
+// acc: this warp's gradient slice, (weight, then bias) at element (e, j) = column 8 j + e.
+template <int C>
+__device__ __forceinline__ void ln_back_regs(float (*g)[8], const float (*v)[8], const bf16* w, float mean,
+                                             float rstd, float* acc_w, float* acc_b, int lane) {
+    constexpr int V = C / 8, VPL = (V + 31) / 32;
+    const int4* w4 = (const int4*)w;
+    float wv[VPL][8];
+    float m1 = 0.0f, m2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        int j = lane + 32 * k;
+        if (j >= V) { continue; }
+        unpack8(wv[k], __ldg(w4 + j));
+        for (int e = 0; e < 8; e++) {
+            float vhat = (v[k][e] - mean) * rstd, wg = wv[k][e] * g[k][e];
+            m1 += wg;
+            m2 += wg * vhat;
+            acc_w[e * V + j] += g[k][e] * vhat;  // conflict-free: consecutive lanes, consecutive j
+            acc_b[e * V + j] += g[k][e];
+        }
+    }
+    m1 = warp_sum(m1) / C;
+    m2 = warp_sum(m2) / C;
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        if (lane + 32 * k >= V) { continue; }
+        for (int e = 0; e < 8; e++) {
+            float vhat = (v[k][e] - mean) * rstd;
+            g[k][e] = (wv[k][e] * g[k][e] - m1 - vhat * m2) * rstd;
+        }
+    }
+}
+
+template <int C>
+__global__ void __launch_bounds__(BW_WARPS * 32)
+    input_backward_v2(float* dx, float* dy, float* partials, const float* du, const bf16* x, const bf16* y,
+                      const bf16* s, const bf16* p, const float* st, int N) {
+    constexpr int V = C / 8, VPL = (V + 31) / 32;
+    extern __shared__ float acc[];  // (BW_WARPS, NUM_P, 8, V): each warp's column sums
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* my = acc + (size_t)warp * NUM_P * C;
+    for (int i = lane; i < NUM_P * C; i += 32) { my[i] = 0.0f; }
+    __syncwarp();
+    int r0 = (blockIdx.x * BW_WARPS + warp) * ROWS_PER_WARP;
+    for (int r = r0; r < r0 + ROWS_PER_WARP && r < N; r++) {
+        size_t o = (size_t)r * C, o4 = (size_t)r * V;
+        // the row's loads first (dy_next is read at the end, where it is added)
+        float g[VPL][8], h[VPL][8], sv[VPL][8], yv[VPL][8], xv[VPL][8];
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            int j = lane + 32 * k;
+            if (j >= V) { continue; }
+            load8f(g[k], du + o, j);
+            load8f(h[k], dx + o, j);
+            unpack8(sv[k], ((const int4*)s)[o4 + j]);
+            unpack8(yv[k], ((const int4*)y)[o4 + j]);
+            unpack8(xv[k], ((const int4*)x)[o4 + j]);
+        }
+        // g: du -> ds; h: dx_next -> da = ds + dx_next -> dx
+        ln_back_regs<C>(g, sv, p + P_W * C, st[S_MEAN * N + r], st[S_RSTD * N + r], my + P_W * C, my + P_B * C, lane);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            for (int e = 0; e < 8; e++) { h[k][e] += g[k][e]; }
+        }
+        ln_back_regs<C>(g, yv, p + P_YW * C, st[S_YMEAN * N + r], st[S_YRSTD * N + r], my + P_YW * C,
+                        my + P_YB * C, lane);
+        ln_back_regs<C>(h, xv, p + P_XW * C, st[S_XMEAN * N + r], st[S_XRSTD * N + r], my + P_XW * C,
+                        my + P_XB * C, lane);
+#pragma unroll
+        for (int k = 0; k < VPL; k++) {
+            int j = lane + 32 * k;
+            if (j >= V) { continue; }
+            float dyv[8];
+            load8f(dyv, dy + o, j);
+            for (int e = 0; e < 8; e++) { dyv[e] += g[k][e]; }
+            store8f(dy + o, j, dyv);
+            store8f(dx + o, j, h[k]);
+        }
+    }
+    __syncthreads();
+    // the block's partial row: warps added in a fixed order, written in column order
+    float* out = partials + (size_t)blockIdx.x * NUM_P * C;
+    for (int q = threadIdx.x; q < NUM_P * C; q += blockDim.x) {
+        int pk = q / C, col = q % C;
+        int idx = pk * C + (col % 8) * V + col / 8;
+        float sum = 0.0f;
+        for (int w = 0; w < BW_WARPS; w++) { sum += acc[(size_t)w * NUM_P * C + idx]; }
+        out[q] = sum;
+    }
+}
+
+// grads[q] += sum over blocks b of partials[b][q], in a fixed order: 32 columns per block,
+// REDUCE_SLICES thread rows each summing every REDUCE_SLICES-th block, then the slices in order
+__global__ void reduce_partials_v2(float* grads, const float* partials, int nblocks, int n) {
+    int q = blockIdx.x * 32 + threadIdx.x;
+    float sum = 0.0f;
+    if (q < n) {
+        for (int b = threadIdx.y; b < nblocks; b += REDUCE_SLICES) { sum += partials[(size_t)b * n + q]; }
+    }
+    __shared__ float part[REDUCE_SLICES][32];
+    part[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && q < n) {
+        float t = 0.0f;
+        for (int k = 0; k < REDUCE_SLICES; k++) { t += part[k][threadIdx.x]; }
+        grads[q] += t;
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+typedef struct {
+    float *dx, *dy, *du, *dx0, *dy0, *grads, *st;
+    bf16 *x, *y, *s, *p;
+    float *ds_buf, *da_buf, *partials;  // scratch: version 1, version 2
+} Buffers;
+
+static int v2_blocks(int N) { return ceil_div(N, BW_WARPS * ROWS_PER_WARP); }
+static size_t v2_smem(int C) { return (size_t)BW_WARPS * NUM_P * C * sizeof(float); }
+
+static void run_version(int version, const Buffers* b, int N, int C) {
+    if (version == 1) {
+        input_backward_v1<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->dx, b->dy, b->ds_buf, b->da_buf, b->du, b->x,
+                                                                     b->y, b->s, b->p, b->st, N, C);
+        cudaCheckLaunch();
+        ColumnJobs jobs;
+        float* g = b->grads;
+        jobs.job[0] = ColumnJob{g + P_W * C, g + P_B * C, b->du, b->s, b->st + S_MEAN * N, b->st + S_RSTD * N};
+        jobs.job[1] = ColumnJob{g + P_YW * C, g + P_YB * C, b->ds_buf, b->y, b->st + S_YMEAN * N, b->st + S_YRSTD * N};
+        jobs.job[2] = ColumnJob{g + P_XW * C, g + P_XB * C, b->da_buf, b->x, b->st + S_XMEAN * N, b->st + S_XRSTD * N};
+        column_grads_v1<<<dim3(ceil_div(C, COLUMN_TILE), 3), dim3(COLUMN_TILE, COLUMN_TILE)>>>(jobs, N, C);
+        cudaCheckLaunch();
+    } else {
+        int nb = v2_blocks(N);
+        input_backward_v2<CH><<<nb, BW_WARPS * 32, v2_smem(C)>>>(b->dx, b->dy, b->partials, b->du, b->x, b->y, b->s,
+                                                                 b->p, b->st, N);
+        cudaCheckLaunch();
+        reduce_partials_v2<<<ceil_div(NUM_P * C, 32), dim3(32, REDUCE_SLICES)>>>(b->grads, b->partials, nb, NUM_P * C);
+        cudaCheckLaunch();
+    }
+}
+
+// dx and dy are updated in place: restore them (and zero the gradients) before every run
+static void reset(const Buffers* b, int N, int C) {
+    size_t n = (size_t)N * C;
+    cudaCheck(cudaMemcpy(b->dx, b->dx0, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    cudaCheck(cudaMemcpy(b->dy, b->dy0, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    cudaCheck(cudaMemset(b->grads, 0, NUM_P * C * sizeof(float)));
+}
+
+int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
+    int only = parse_version(argc, argv, 2);
+    const int N = N_ROWS, C = CH;
+    size_t n = (size_t)N * C;
+    print_device();
+    printf("siamese_input_backward: N = %d rows, C = %d\n", N, C);
+
+    // inputs: x, y, s with non-zero means, their statistics, LN parameters near (1, 0), gradients
+    uint64_t seed = 7;
+    float *x = (float*)host_alloc(n * sizeof(float)), *y = (float*)host_alloc(n * sizeof(float));
+    float *s = (float*)host_alloc(n * sizeof(float)), *du = (float*)host_alloc(n * sizeof(float));
+    float *dx = (float*)host_alloc(n * sizeof(float)), *dy = (float*)host_alloc(n * sizeof(float));
+    float* p = (float*)host_alloc(NUM_P * C * sizeof(float));
+    float* st = (float*)host_alloc(NUM_S * N * sizeof(float));
+    fill_uniform(x, n, -2.0f, 3.0f, &seed);
+    fill_uniform(y, n, -5.0f, 4.0f, &seed);
+    fill_uniform(s, n, -3.0f, 3.0f, &seed);
+    fill_uniform(du, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dx, n, -1.0f, 1.0f, &seed);
+    fill_uniform(dy, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);  // (xw, xb), (yw, yb), (w, b)
+    Buffers b;
+    b.x = to_device_bf16(x, n);  // rounds the host copies too
+    b.y = to_device_bf16(y, n);
+    b.s = to_device_bf16(s, n);
+    b.p = to_device_bf16(p, NUM_P * C);
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        row_stats_ref(st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, C);
+        row_stats_ref(st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, C);
+        row_stats_ref(st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, C);
+    }
+    b.st = to_device_f32(st, NUM_S * N);
+    b.du = to_device_f32(du, n);
+    b.dx0 = to_device_f32(dx, n);
+    b.dy0 = to_device_f32(dy, n);
+    b.dx = (float*)device_alloc(n * sizeof(float));
+    b.dy = (float*)device_alloc(n * sizeof(float));
+    b.grads = (float*)device_alloc(NUM_P * C * sizeof(float));
+    b.ds_buf = (float*)device_alloc(n * sizeof(float));
+    b.da_buf = (float*)device_alloc(n * sizeof(float));
+    b.partials = (float*)device_alloc((size_t)v2_blocks(N) * NUM_P * C * sizeof(float));
+    cudaCheck(cudaFuncSetAttribute(input_backward_v2<CH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v2_smem(C)));
+
+    // the CPU reference (dx, dy in place, gradients in double)
+    double* gd = (double*)calloc(NUM_P * C, sizeof(double));
+    input_backward_ref(dx, dy, gd, du, x, y, s, p, st, N, C);
+    float* ref_g = (float*)host_alloc(NUM_P * C * sizeof(float));
+    for (int i = 0; i < NUM_P * C; i++) { ref_g[i] = (float)gd[i]; }
+    float* got = (float*)host_alloc(n * sizeof(float));
+
+    double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(float);
+    for (int v = 1; v <= 2; v++) {
+        if (only && v != only) { continue; }
+        printf("version %d\n", v);
+        reset(&b, N, C);
+        run_version(v, &b, N, C);
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_f32(got, b.dx, n);
+        check_close("dx", dx, got, n, 1e-4f, 1e-3f);
+        from_device_f32(got, b.dy, n);
+        check_close("dy", dy, got, n, 1e-4f, 1e-3f);
+        from_device_f32(got, b.grads, NUM_P * C);
+        check_close("dparams", ref_g, got, NUM_P * C, 1e-2f, 1e-3f);
+        char label[64];
+        snprintf(label, sizeof label, "  v%d backward + LN param grads", v);
+        print_timing(label, time_ms([&] { run_version(v, &b, N, C); }, [&] { reset(&b, N, C); }), bytes);
+    }
+    printf("all checked versions match the CPU reference\n");
+    return 0;
+}

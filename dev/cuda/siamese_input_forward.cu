@@ -1,0 +1,400 @@
+/*
+siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (see siamese.cuh):
+
+    update side   x = a_prev + z / c        y = y_prev + z          (the previous sublayer's update)
+    input side    a = LN(x; lnx)            s = a + LN(y; lny)      u = LN(s; ln)
+
+with bf16 tensors (N, C) and the six fp32 statistics (mean, rstd of x, y and s) saved per row.
+
+version 1: siamese.cuh as it is: the element-wise update kernel, then one warp per row walking
+           the row with scalar bf16 loads: two passes over x and over y for their statistics, a
+           third for a and s, two more over s (re-read from L1/L2) for its statistics and u.
+version 2: the same two kernels, the input side rewritten: one warp per row holds the whole row
+           in registers (128-bit loads of 8 bf16), so x and y are read from memory exactly once
+           and s is never re-read; the statistics stay two-pass (mean, then the squares around it)
+           but over registers, so they cost shuffles, not memory traffic.
+version 3: version 2 with the update side folded in: the kernel reads a_prev, y_prev and z,
+           forms x and y in registers (rounded to bf16 exactly as they are stored, since the
+           backward pass recomputes x-hat from the stored x), writes them once, and goes on.
+           Saves the write+read round trip of x and y between the two kernels.
+
+Every version is checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
+layernorm_row), which rounds to bf16 only where the GPU stores a tensor that is read again (x,
+y, s). Timing: the whole boundary (update + input) for every version, and the input kernel alone
+for versions 1 and 2. GB/s is counted against the bytes the job must move at the least: read
+a_prev, y_prev, z; write x, y, a, s, u (bf16) and the statistics.
+
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_forward.cu -o siamese_input_forward
+                              ./siamese_input_forward [version]
+Status: compiled without a GPU; never run yet.
+*/
+#include "common.h"
+
+#define N_ROWS (8 * 1024)  // B * T
+#define CH 768             // C (GPT-2 124M)
+#define LN_EPS 1e-5f
+#define ROW_WARPS 8        // warps per block of a row kernel
+
+// the parameters, one (6, C) array: xw, xb (LN of X), yw, yb (LN of Y), w, b (the block-input LN)
+enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
+// the statistics, one (6, N) array
+enum { S_XMEAN, S_XRSTD, S_YMEAN, S_YRSTD, S_MEAN, S_RSTD, NUM_S };
+
+// ----------------------------------------------------------------------------
+// CPU reference
+
+static void layernorm_ref(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
+                          const float* b, int C) {
+    float sum = 0.0f;
+    for (int i = 0; i < C; i++) { sum += x[i]; }
+    float mean = sum / C;
+    float sq = 0.0f;
+    for (int i = 0; i < C; i++) { sq += (x[i] - mean) * (x[i] - mean); }
+    float rstd = 1.0f / sqrtf(sq / C + LN_EPS);
+    for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+
+static void boundary_ref(float* x, float* y, float* a, float* s, float* u, float* st, const float* a_prev,
+                         const float* y_prev, const float* z, float c, const float* p, int N, int C) {
+    float* ly = (float*)host_alloc(C * sizeof(float));
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        for (int i = 0; i < C; i++) {
+            x[o + i] = bf16_round(a_prev[o + i] + z[o + i] / c);  // stored as bf16
+            y[o + i] = bf16_round(y_prev[o + i] + z[o + i]);
+        }
+        layernorm_ref(a + o, st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_ref(ly, st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, p + P_YW * C, p + P_YB * C, C);
+        for (int i = 0; i < C; i++) { s[o + i] = bf16_round(a[o + i] + ly[i]); }  // stored as bf16
+        layernorm_ref(u + o, st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, p + P_W * C, p + P_B * C, C);
+    }
+    free(ly);
+}
+
+// `./siamese_input_forward ref`: checks the reference itself on the CPU (no GPU needed): undoing
+// each LN's affine part, (a - xb) / xw and (u - b) / w must have mean 0 and variance 1 in every row,
+// and s - a must be LN(y), i.e. (s - a - yb) / yw too (up to the bf16 rounding of s)
+static void row_moments(float* mean, float* var, const float* v, const float* w, const float* b, int C) {
+    double m = 0.0, q = 0.0;
+    for (int i = 0; i < C; i++) { m += (v[i] - b[i]) / w[i]; }
+    m /= C;
+    for (int i = 0; i < C; i++) { double t = (v[i] - b[i]) / w[i] - m; q += t * t; }
+    *mean = (float)m;
+    *var = (float)(q / C);
+}
+
+static int check_reference(void) {
+    const int N = 4, C = 48;
+    const float c = 2.0f;
+    size_t n = (size_t)N * C;
+    uint64_t seed = 3;
+    float a_prev[N * C], y_prev[N * C], z[N * C], p[NUM_P * C], st[NUM_S * N];
+    float x[N * C], y[N * C], a[N * C], s[N * C], u[N * C], ly[N * C];
+    fill_uniform(a_prev, n, -2.0f, 2.5f, &seed);
+    fill_uniform(y_prev, n, -4.0f, 5.0f, &seed);
+    fill_uniform(z, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);
+    boundary_ref(x, y, a, s, u, st, a_prev, y_prev, z, c, p, N, C);
+    for (size_t i = 0; i < n; i++) { ly[i] = s[i] - a[i]; }
+    float zeros[3 * N] = {0}, ones[3 * N], means[3 * N], vars[3 * N];
+    for (int r = 0; r < N; r++) {
+        size_t o = (size_t)r * C;
+        row_moments(means + r, vars + r, a + o, p + P_XW * C, p + P_XB * C, C);
+        row_moments(means + N + r, vars + N + r, u + o, p + P_W * C, p + P_B * C, C);
+        row_moments(means + 2 * N + r, vars + 2 * N + r, ly + o, p + P_YW * C, p + P_YB * C, C);
+    }
+    for (int i = 0; i < 3 * N; i++) { ones[i] = 1.0f; }
+    printf("reference: rows of LN(x), LN(s), LN(y) normalised (N = %d, C = %d)\n", N, C);
+    check_close("means", zeros, means, 2 * N, 1e-5f, 0.0f);
+    check_close("vars", ones, vars, 2 * N, 1e-4f, 0.0f);
+    check_close("LN(y)", zeros, means + 2 * N, N, 1e-2f, 0.0f);  // s is rounded to bf16
+    check_close("LN(y)", ones, vars + 2 * N, N, 1e-2f, 0.0f);
+    for (size_t i = 0; i < n; i++) { ly[i] = bf16_round(a_prev[i] + z[i] / c); }
+    check_close("x", ly, x, n, 0.0f, 0.0f);
+    printf("the CPU reference passes\n");
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// version 1: siamese.cuh (the update kernel is shared by versions 1 and 2)
+
+__global__ void update_forward_v1(bf16* x_next, bf16* y_next, const bf16* a, const bf16* y, const bf16* z, float c,
+                                  size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float zi = (float)z[i];
+    x_next[i] = (bf16)((float)a[i] + zi / c);
+    y_next[i] = (bf16)((float)y[i] + zi);
+}
+
+__device__ float2 ln_row_stats_v1(const bf16* x, int C, int lane) {
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += 32) { sum += (float)x[i]; }
+    float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += 32) { float d = (float)x[i] - mean; sq += d * d; }
+    return make_float2(mean, rsqrtf(warp_sum(sq) / C + LN_EPS));
+}
+
+__global__ void input_forward_v1(bf16* a_out, bf16* s_out, bf16* u_out, float* st, const bf16* x, const bf16* y,
+                                 const bf16* p, int N, int C) {
+    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    size_t o = (size_t)r * C;
+    const bf16 *xw = p + P_XW * C, *xb = p + P_XB * C, *yw = p + P_YW * C, *yb = p + P_YB * C;
+    const bf16 *w = p + P_W * C, *b = p + P_B * C;
+    float2 sx = ln_row_stats_v1(x + o, C, lane);
+    float2 sy = ln_row_stats_v1(y + o, C, lane);
+    bf16* s = s_out + o;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float a = ((float)x[o + i] - sx.x) * sx.y * (float)xw[i] + (float)xb[i];
+        float ly = ((float)y[o + i] - sy.x) * sy.y * (float)yw[i] + (float)yb[i];
+        a_out[o + i] = (bf16)a;
+        bf16 sv = (bf16)(a + ly);
+        s[i] = sv;
+        sum += (float)sv;
+    }
+    float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += 32) { float d = (float)s[i] - mean; sq += d * d; }
+    float rstd = rsqrtf(warp_sum(sq) / C + LN_EPS);
+    bf16* u = u_out + o;
+    for (int i = lane; i < C; i += 32) { u[i] = (bf16)(((float)s[i] - mean) * rstd * (float)w[i] + (float)b[i]); }
+    if (lane == 0) {
+        st[S_XMEAN * N + r] = sx.x;
+        st[S_XRSTD * N + r] = sx.y;
+        st[S_YMEAN * N + r] = sy.x;
+        st[S_YRSTD * N + r] = sy.y;
+        st[S_MEAN * N + r] = mean;
+        st[S_RSTD * N + r] = rstd;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// versions 2 and 3: the row in registers. Lane `lane` owns the 8-wide vectors j = lane + 32 k of
+// the row (k < VPL), so every load and store is a coalesced 128-bit access. C % 8 == 0.
+
+template <int C>
+struct RowLayout {
+    static constexpr int V = C / 8;               // vectors per row
+    static constexpr int VPL = (V + 31) / 32;     // vectors per lane (the last may be missing)
+};
+
+// mean and rstd over the values a lane holds (v[k][.] for the vectors it owns), two-pass
+template <int C>
+__device__ __forceinline__ float2 row_stats_regs(const float (*v)[8], int lane) {
+    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        if (lane + 32 * k < V) {
+            for (int e = 0; e < 8; e++) { sum += v[k][e]; }
+        }
+    }
+    float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        if (lane + 32 * k < V) {
+            for (int e = 0; e < 8; e++) { float d = v[k][e] - mean; sq += d * d; }
+        }
+    }
+    return make_float2(mean, rsqrtf(warp_sum(sq) / C + LN_EPS));
+}
+
+// the input side of one row whose x and y are in registers (xv, yv: overwritten)
+template <int C>
+__device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], int4* a4, int4* s4, int4* u4,
+                                                float* st, const bf16* p, int N, int r, int lane) {
+    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+    const int4* p4 = (const int4*)p;  // the parameters as vectors: P_k * C / 8 + j
+    float2 sx = row_stats_regs<C>(xv, lane);
+    float2 sy = row_stats_regs<C>(yv, lane);
+    // a and s; s (rounded to bf16, as stored) replaces x in the registers
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        int j = lane + 32 * k;
+        if (j >= V) { continue; }
+        float xw[8], xb[8], yw[8], yb[8], a[8];
+        unpack8(xw, __ldg(p4 + P_XW * V + j));
+        unpack8(xb, __ldg(p4 + P_XB * V + j));
+        unpack8(yw, __ldg(p4 + P_YW * V + j));
+        unpack8(yb, __ldg(p4 + P_YB * V + j));
+        for (int e = 0; e < 8; e++) {
+            a[e] = (xv[k][e] - sx.x) * sx.y * xw[e] + xb[e];
+            float ly = (yv[k][e] - sy.x) * sy.y * yw[e] + yb[e];
+            xv[k][e] = bf16_round_dev(a[e] + ly);
+        }
+        a4[j] = pack8(a);
+        s4[j] = pack8(xv[k]);
+    }
+    float2 ss = row_stats_regs<C>(xv, lane);
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        int j = lane + 32 * k;
+        if (j >= V) { continue; }
+        float w[8], b[8], u[8];
+        unpack8(w, __ldg(p4 + P_W * V + j));
+        unpack8(b, __ldg(p4 + P_B * V + j));
+        for (int e = 0; e < 8; e++) { u[e] = (xv[k][e] - ss.x) * ss.y * w[e] + b[e]; }
+        u4[j] = pack8(u);
+    }
+    if (lane == 0) {
+        st[S_XMEAN * N + r] = sx.x;
+        st[S_XRSTD * N + r] = sx.y;
+        st[S_YMEAN * N + r] = sy.x;
+        st[S_YRSTD * N + r] = sy.y;
+        st[S_MEAN * N + r] = ss.x;
+        st[S_RSTD * N + r] = ss.y;
+    }
+}
+
+template <int C>
+__global__ void __launch_bounds__(ROW_WARPS * 32)
+    input_forward_v2(bf16* a_out, bf16* s_out, bf16* u_out, float* st, const bf16* x, const bf16* y, const bf16* p,
+                     int N) {
+    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    size_t o4 = (size_t)r * V;  // the row's offset in vectors
+    const int4 *x4 = (const int4*)x + o4, *y4 = (const int4*)y + o4;
+    float xv[VPL][8], yv[VPL][8];
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {  // all loads first: VPL * 2 128-bit loads in flight per lane
+        int j = lane + 32 * k;
+        if (j < V) {
+            unpack8(xv[k], x4[j]);
+            unpack8(yv[k], y4[j]);
+        }
+    }
+    input_side_regs<C>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, r, lane);
+}
+
+template <int C>
+__global__ void __launch_bounds__(ROW_WARPS * 32)
+    boundary_forward_v3(bf16* x_out, bf16* y_out, bf16* a_out, bf16* s_out, bf16* u_out, float* st,
+                        const bf16* a_prev, const bf16* y_prev, const bf16* z, float c, const bf16* p, int N) {
+    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    size_t o4 = (size_t)r * V;
+    const int4 *ap4 = (const int4*)a_prev + o4, *yp4 = (const int4*)y_prev + o4, *z4 = (const int4*)z + o4;
+    float xv[VPL][8], yv[VPL][8];
+#pragma unroll
+    for (int k = 0; k < VPL; k++) {
+        int j = lane + 32 * k;
+        if (j >= V) { continue; }
+        float zv[8];
+        unpack8(xv[k], ap4[j]);
+        unpack8(yv[k], yp4[j]);
+        unpack8(zv, z4[j]);
+        for (int e = 0; e < 8; e++) {  // x and y as the update kernel stores them
+            xv[k][e] = bf16_round_dev(xv[k][e] + zv[e] / c);
+            yv[k][e] = bf16_round_dev(yv[k][e] + zv[e]);
+        }
+        ((int4*)x_out)[o4 + j] = pack8(xv[k]);
+        ((int4*)y_out)[o4 + j] = pack8(yv[k]);
+    }
+    input_side_regs<C>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, r, lane);
+}
+
+// ----------------------------------------------------------------------------
+
+typedef struct {
+    bf16 *a_prev, *y_prev, *z, *p;       // inputs
+    bf16 *x, *y, *a, *s, *u;             // outputs
+    float* st;
+} Buffers;
+
+static void run_update(const Buffers* b, float c, int N, int C) {
+    size_t n = (size_t)N * C;
+    update_forward_v1<<<ceil_div((long)n, 256), 256>>>(b->x, b->y, b->a_prev, b->y_prev, b->z, c, n);
+    cudaCheckLaunch();
+}
+
+static void run_input(int version, const Buffers* b, int N, int C) {
+    if (version == 1) {
+        input_forward_v1<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
+    } else {
+        input_forward_v2<CH><<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N);
+    }
+    cudaCheckLaunch();
+}
+
+static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
+    if (version == 3) {
+        boundary_forward_v3<CH><<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->x, b->y, b->a, b->s, b->u, b->st,
+                                                                            b->a_prev, b->y_prev, b->z, c, b->p, N);
+        cudaCheckLaunch();
+    } else {
+        run_update(b, c, N, C);
+        run_input(version, b, N, C);
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
+    int only = parse_version(argc, argv, 3);
+    const int N = N_ROWS, C = CH, layer = 3;
+    const float c = sqrtf(2.0f * (layer + 1));
+    size_t n = (size_t)N * C;
+    print_device();
+    printf("siamese_input_forward: N = %d rows, C = %d, c = %.4f\n", N, C, c);
+
+    // inputs: streams with a non-zero mean (exercises the variance pass), LN parameters near (1, 0)
+    uint64_t seed = 42;
+    float* a_prev = (float*)host_alloc(n * sizeof(float));
+    float* y_prev = (float*)host_alloc(n * sizeof(float));
+    float* z = (float*)host_alloc(n * sizeof(float));
+    float* p = (float*)host_alloc(NUM_P * C * sizeof(float));
+    fill_uniform(a_prev, n, -2.0f, 2.5f, &seed);
+    fill_uniform(y_prev, n, -4.0f, 5.0f, &seed);
+    fill_uniform(z, n, -1.0f, 1.0f, &seed);
+    fill_ln_params(p, NUM_P / 2, C, &seed);  // (xw, xb), (yw, yb), (w, b)
+    Buffers b;
+    b.a_prev = to_device_bf16(a_prev, n);
+    b.y_prev = to_device_bf16(y_prev, n);
+    b.z = to_device_bf16(z, n);
+    b.p = to_device_bf16(p, NUM_P * C);
+    bf16** outs[5] = {&b.x, &b.y, &b.a, &b.s, &b.u};
+    for (int k = 0; k < 5; k++) { *outs[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
+    b.st = (float*)device_alloc(NUM_S * N * sizeof(float));
+
+    // the CPU reference
+    float* ref[5];
+    float* got = (float*)host_alloc(n * sizeof(float));
+    for (int k = 0; k < 5; k++) { ref[k] = (float*)host_alloc(n * sizeof(float)); }
+    float* ref_st = (float*)host_alloc(NUM_S * N * sizeof(float));
+    boundary_ref(ref[0], ref[1], ref[2], ref[3], ref[4], ref_st, a_prev, y_prev, z, c, p, N, C);
+    const char* names[5] = {"x", "y", "a", "s", "u"};
+
+    // bytes the boundary must move at the least, and the input side alone
+    double bf = sizeof(bf16) * (double)n, stats = NUM_S * (double)N * sizeof(float);
+    double bytes_boundary = 8 * bf + stats, bytes_input = 5 * bf + stats;
+
+    for (int v = 1; v <= 3; v++) {
+        if (only && v != only) { continue; }
+        printf("version %d\n", v);
+        for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs[k], 0, n * sizeof(bf16))); }
+        run_boundary(v, &b, c, N, C);
+        cudaCheck(cudaDeviceSynchronize());
+        for (int k = 0; k < 5; k++) {
+            from_device_bf16(got, *outs[k], n);
+            check_close(names[k], ref[k], got, n, 2e-2f, 1e-2f);
+        }
+        from_device_f32(got, b.st, NUM_S * N);
+        check_close("stats", ref_st, got, NUM_S * N, 1e-3f, 1e-3f);
+        char label[64];
+        snprintf(label, sizeof label, "  v%d update + input side", v);
+        print_timing(label, time_ms([&] { run_boundary(v, &b, c, N, C); }, no_prep), bytes_boundary);
+        if (v < 3) {
+            snprintf(label, sizeof label, "  v%d input side alone", v);
+            print_timing(label, time_ms([&] { run_input(v, &b, N, C); }, no_prep), bytes_input);
+        }
+    }
+    printf("all checked versions match the CPU reference\n");
+    return 0;
+}
