@@ -988,12 +988,6 @@ static float gpt2_grad_norm(GPT2* m) {
     return (float)sqrt(total);
 }
 
-// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
-static float grad_clip_scale(float norm, float clip) {
-    float coef = clip / (norm + 1e-6f);
-    return coef < 1.0f ? coef : 1.0f;
-}
-
 // AdamW step `t` (1-based) with decoupled weight decay and bias correction; the gradients are
 // multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
 static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
@@ -1025,205 +1019,66 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 // ============================================================================
 // Part 3: training
 // ============================================================================
-#include "common/arithmetic.h"
-#include "common/dataloader.h"
-#include "common/logger.h"
-#include "common/state.h"
-#include "common/tokenizer.h"
-#include "common/train_common.h"  // clock, NaN injection, output folder, resume checks, non-finite steps
+// The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
+// train_gpt2.cu in common/train_loop.h; it reaches the model only through these functions.
+#include "common/train_loop.h"
 
-static float evaluate(GPT2* m, DataLoader* loader, int batches) {
-    dataloader_reset(loader);
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataloader_next_batch(loader);
-        gpt2_forward(m, loader->inputs, loader->targets, m->batch_size, m->seq_len);
-        sum += m->mean_loss;
-    }
-    return (float)(sum / batches);
+static float cpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
+    GPT2* m = (GPT2*)self;
+    gpt2_forward(m, inputs, targets, B, T);
+    return m->mean_loss;
 }
-
-// samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
-// at most T tokens (there is no KV cache: this is for a glimpse of the model, not for speed)
-static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
-    int T = m->seq_len, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
-    seq[0] = tokenizer_prompt_token(tok, V);
-    TokenPrinter tp;
-    token_printer_init(&tp, tok, stdout);
-    printf("generating:\n---\n");
-    for (int i = 1; i <= n; i++) {
-        int start = i > T ? i - T : 0;
-        int len = i - start;
-        gpt2_forward(m, seq + start, NULL, 1, len);
-        float* logits = m->acts.logits + (size_t)(len - 1) * Vp;
-        float maxval = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < V; j++) { if (logits[j] > maxval) { maxval = logits[j]; } }
-        for (int j = 0; j < V; j++) { logits[j] = expf(logits[j] - maxval); sum += logits[j]; }
-        for (int j = 0; j < V; j++) { logits[j] /= sum; }
-        seq[i] = sample_from_probs(logits, V, random_f32(rng));
-        token_printer_put(&tp, seq[i]);
-    }
-    token_printer_flush(&tp);
-    printf("\n---\n");
-    free(seq);
+static void cpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
+static void cpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
+static float cpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static void cpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                       int t) {
+    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
-
-// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
-// lengths[b] tokens of row b of tokens (B, T)
-static void greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
-    GPT2* m = (GPT2*)ctx;
-    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    gpt2_forward(m, tokens, NULL, B, T);
-    for (int b = 0; b < B; b++) {
-        const float* logits = m->acts.logits + ((size_t)b * T + lengths[b] - 1) * Vp;
-        int best = 0;
-        for (int j = 1; j < V; j++) { if (logits[j] > logits[best]) { best = j; } }
-        next[b] = best;
-    }
+static const float* cpu_logits_row(void* self, size_t row) {
+    GPT2* m = (GPT2*)self;
+    return m->acts.logits + row * m->config.padded_vocab_size;
 }
-
-// writes the checkpoint pair of `st->step` (state first, model second: common/state.h)
-static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st) {
-    char model_path[1100], state_path[1100];
-    checkpoint_paths(a->output_dir, st->step, model_path, state_path, sizeof(model_path));
-    state_write(state_path, st, m->m_memory, m->v_memory);
-    checkpoint_write(model_path, &m->config, m->params_memory);
-    remove_old_checkpoints(a->output_dir, a->keep_checkpoints);
-    printf("wrote %s and %s\n", model_path, state_path);
+static const float* cpu_weights(void* self) { return ((GPT2*)self)->params_memory; }
+static void cpu_moments(void* self, const float** mm, const float** vv) {
+    GPT2* m = (GPT2*)self;
+    *mm = m->m_memory;
+    *vv = m->v_memory;
 }
+static void cpu_read_state(void* self, const char* state_path, TrainState* st) {
+    GPT2* m = (GPT2*)self;
+    state_read(state_path, st, m->m_memory, m->v_memory, m->num_parameters);
+}
+static void cpu_poison_gradient(void* self) { ((GPT2*)self)->grads_memory[0] = NAN; }
 
 int main(int argc, char** argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
-    TrainArgs args = args_defaults();
-    args_parse(&args, argc, argv);
-    int have_output = args.output_dir[0] != '\0';
+    TrainRun run;
+    train_run_setup(&run, argc, argv);
 
-    // the output folder: resume from it, or refuse to overwrite an earlier run in it
-    int resume_step = output_dir_prepare(&args);
-
-    // the data folder: the default dataset, the tokenizer, arithmetic or not
-    RunData data;
-    run_data_prepare(&data, &args);
-
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
-    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
-    char model_path[1100], state_path[1100];
-    int depth = args_fresh_depth(args.init);
-    if (resume_step >= 0) {
-        checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
-        gpt2_build_from_checkpoint(&model, model_path);
-    } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), run_data_vocab_size(&data), 1024);
-        gpt2_build_fresh(&model, &cfg, args.seed);
+    if (run.fresh) {
+        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
     } else {
-        gpt2_build_from_checkpoint(&model, args.init);
+        gpt2_build_from_checkpoint(&model, run.model_path);
     }
-    const GPT2Config* cfg = &model.config;
-    args_check_model(&args, cfg);
-
-    // the data
-    DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
-    int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
-    if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
-    if (!data.tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&data.tokenizer, stdout); }
-
-    int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
 #else
     int threads = 1;
 #endif
-    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
-           NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
-           cfg->padded_vocab_size, cfg->max_seq_len, model.num_parameters);
-    printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads\n", args.B, args.T, args.total_batch,
-           grad_accum, threads);
-    gpt2_allocate(&model, args.B, args.T);
-    // arithmetic data: exact-match accuracy on held-out problems at every validation
-    ArithEval arith_eval;
-    int have_arith = run_arith_eval_init(&arith_eval, &data, &args, cfg);
+    char batch_note[64];
+    snprintf(batch_note, sizeof(batch_note), " | %d threads", threads);
+    train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
+    gpt2_allocate(&model, run.args.B, run.args.T);
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
            4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
 
-    // the training state: fresh, or read back with the optimizer moments and the data position
-    TrainState st;
-    memset(&st, 0, sizeof(st));
-    st.num_parameters = (long)model.num_parameters;
-    st.sample_rng = args.seed;
-    if (resume_step >= 0) {
-        state_read(state_path, &st, model.m_memory, model.v_memory, model.num_parameters);
-        resume_check_state(&st, &args, state_path, resume_step);
-        dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
-        printf("resumed from %s at step %d\n", model_path, st.step);
-        if (st.step >= args.max_steps) {
-            // nothing to do: the loop below runs no step, and everything is freed as after a run
-            printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
-        }
-    }
-    st.B = args.B;
-    st.T = args.T;
-    st.total_batch = args.total_batch;
-    Logger logger;
-    logger_init(&logger, args.output_dir, args.resume);
+    TrainerOps ops = {cpu_forward,    cpu_backward, cpu_zero_grad,  cpu_grad_norm,       cpu_update,
+                      cpu_logits_row, cpu_weights,  cpu_moments,    cpu_read_state,      cpu_poison_gradient,
+                      NULL,           0.0};
+    train_run_loop(&run, &ops, &model);
 
-    for (int step = st.step; step <= args.max_steps; step++) {
-        int last = step == args.max_steps;
-        // at the step we resumed from, evaluation, sampling and the checkpoint already happened
-        if (step != resume_step) {
-            if ((have_val || have_arith) && (step % args.val_every == 0 || last)) {
-                float val_loss = have_val ? evaluate(&model, &val_loader, args.val_batches) : 0.0f;
-                run_report_evaluation(&logger, step, have_val, val_loss, have_arith ? &arith_eval : NULL, greedy_next, &model);
-            }
-            if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
-                sample_text(&model, &data.tokenizer, args.gen_tokens, &st.sample_rng);
-            }
-            if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
-                st.step = step;
-                st.shard_index = train_loader.shard_index;
-                st.shard_offset = train_loader.shard_offset;
-                write_checkpoint(&args, &model, &st);
-            }
-        }
-        if (last) { break; }
-
-        // one optimizer step: grad_accum micro-batches, then clip and AdamW
-        double t0 = now_seconds();
-        gpt2_zero_grad(&model);
-        double loss = 0.0;
-        for (int micro = 0; micro < grad_accum; micro++) {
-            dataloader_next_batch(&train_loader);
-            gpt2_forward(&model, train_loader.inputs, train_loader.targets, args.B, args.T);
-            gpt2_backward(&model, 1.0f / grad_accum);
-            loss += model.mean_loss / grad_accum;
-        }
-        if (nan_injected_at(step + 1)) { model.grads_memory[0] = NAN; }
-        float norm = gpt2_grad_norm(&model);
-        float lr = learning_rate_at(&args, step);
-        double ms = (now_seconds() - t0) * 1000.0;
-        if (isfinite(loss) && isfinite(norm)) {
-            st.nonfinite_in_a_row = 0;
-            st.updates++;
-            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip),
-                        st.updates);
-            ms = (now_seconds() - t0) * 1000.0;
-            double tok_s = args.total_batch / (ms / 1000.0);
-            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s\n", step + 1, args.max_steps,
-                   loss, norm, lr, ms, tok_s);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f", step + 1, loss,
-                        norm, lr, ms, tok_s);
-        } else {
-            nonfinite_step(&logger, &args, &st, step, loss, norm);  // skip the update; several in a row stop the run
-        }
-    }
-
-    logger_free(&logger);
-    if (have_arith) { arith_eval_free(&arith_eval); }
-    tokenizer_free(&data.tokenizer);
-    dataloader_free(&train_loader);
-    if (have_val) { dataloader_free(&val_loader); }
+    train_run_free(&run);
     gpt2_free(&model);
     return 0;
 }

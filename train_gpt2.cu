@@ -1412,12 +1412,6 @@ static float gpt2_grad_norm(GPT2* m) {
     return (float)sqrt(total);
 }
 
-// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
-static float grad_clip_scale(float norm, float clip) {
-    float coef = clip / (norm + 1e-6f);
-    return coef < 1.0f ? coef : 1.0f;
-}
-
 // AdamW step `t` (1-based), as gpt2_update in train_gpt2.c; refreshes the floatX working copy
 static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                         int t) {
@@ -1443,239 +1437,115 @@ static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
 
 #ifndef TESTING
 // ============================================================================
-// Part 3: training (the same loop, flags and files as train_gpt2.c)
+// Part 3: training
 // ============================================================================
-#include "common/dataloader.h"
-#include "common/logger.h"
-#include "common/state.h"
-#include "common/tokenizer.h"
-#include "common/train_common.h"
+// The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
+// train_gpt2.c in common/train_loop.h; it reaches the model only through these functions. What it
+// reads on the host (a logits row, the weights and moments of a checkpoint) is copied back here.
+#include "common/train_loop.h"
 
-static float evaluate(GPT2* m, DataLoader* loader, int batches) {
-    dataloader_reset(loader);
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataloader_next_batch(loader);
-        gpt2_forward(m, loader->inputs, loader->targets, m->batch_size, m->seq_len);
-        sum += m->mean_loss;
-    }
-    return (float)(sum / batches);
+// host copies of what the loop reads, allocated on first use
+static struct {
+    floatX* row_x;  // (Vp) one logits row as the GPU holds it
+    float* row;     // (Vp) the same in fp32
+    float* m;       // AdamW moments, for checkpoints and resuming
+    float* v;
+} host_copy;
+
+static float gpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
+    GPT2* m = (GPT2*)self;
+    gpt2_forward(m, inputs, targets, B, T);
+    return m->mean_loss;
 }
-
-// samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
-// at most T tokens (no KV cache); the last logits row comes back to the host for the softmax
-static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
-    int T = m->seq_len, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
-    floatX* row = (floatX*)malloc_check((size_t)Vp * sizeof(floatX), "sample logits");
-    float* probs = (float*)malloc_check((size_t)Vp * sizeof(float), "sample probabilities");
-    seq[0] = tokenizer_prompt_token(tok, V);
-    TokenPrinter tp;
-    token_printer_init(&tp, tok, stdout);
-    printf("generating:\n---\n");
-    for (int i = 1; i <= n; i++) {
-        int start = i > T ? i - T : 0;
-        int len = i - start;
-        gpt2_forward(m, seq + start, NULL, 1, len);
-        cudaCheck(cudaMemcpy(row, m->ax.logits + (size_t)(len - 1) * Vp, (size_t)Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
-        float maxval = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < V; j++) { probs[j] = (float)row[j]; if (probs[j] > maxval) { maxval = probs[j]; } }
-        for (int j = 0; j < V; j++) { probs[j] = expf(probs[j] - maxval); sum += probs[j]; }
-        for (int j = 0; j < V; j++) { probs[j] /= sum; }
-        seq[i] = sample_from_probs(probs, V, random_f32(rng));
-        token_printer_put(&tp, seq[i]);
-    }
-    token_printer_flush(&tp);
-    printf("\n---\n");
-    free(seq);
-    free(row);
-    free(probs);
+static void gpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
+static void gpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
+static float gpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static void gpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                       int t) {
+    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
-
-// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
-// lengths[b] tokens of row b of tokens (B, T). One forward pass; the B logits rows needed come
-// back to the host, where the argmax is taken.
-static void greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
-    GPT2* m = (GPT2*)ctx;
-    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    gpt2_forward(m, tokens, NULL, B, T);
-    floatX* row = (floatX*)malloc_check((size_t)Vp * sizeof(floatX), "greedy logits");
-    for (int b = 0; b < B; b++) {
-        size_t offset = ((size_t)b * T + lengths[b] - 1) * Vp;
-        cudaCheck(cudaMemcpy(row, m->ax.logits + offset, (size_t)Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
-        int best = 0;
-        for (int j = 1; j < V; j++) { if ((float)row[j] > (float)row[best]) { best = j; } }
-        next[b] = best;
+static const float* gpu_logits_row(void* self, size_t row) {
+    GPT2* m = (GPT2*)self;
+    size_t Vp = m->config.padded_vocab_size;
+    if (!host_copy.row) {
+        host_copy.row_x = (floatX*)malloc_check(Vp * sizeof(floatX), "logits row (host)");
+        host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)");
     }
-    free(row);
+    cudaCheck(cudaMemcpy(host_copy.row_x, m->ax.logits + row * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
+    return host_copy.row;
 }
-
-// writes the checkpoint pair of `st->step` (state first, model second: common/state.h); the
-// model file holds the fp32 master weights, the state file the fp32 AdamW moments
-static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st, float* host_m, float* host_v) {
-    char model_path[1100], state_path[1100];
+// the fp32 master weights
+static const float* gpu_weights(void* self) {
+    GPT2* m = (GPT2*)self;
+    cudaCheck(cudaMemcpy(m->host_params, m->params_memory, m->num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    return m->host_params;
+}
+static void gpu_alloc_host_moments(const GPT2* m) {
+    if (!host_copy.m) {
+        host_copy.m = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW m (host)");
+        host_copy.v = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW v (host)");
+    }
+}
+static void gpu_moments(void* self, const float** mm, const float** vv) {
+    GPT2* m = (GPT2*)self;
+    gpu_alloc_host_moments(m);
     size_t bytes = m->num_parameters * sizeof(float);
-    checkpoint_paths(a->output_dir, st->step, model_path, state_path, sizeof(model_path));
-    cudaCheck(cudaMemcpy(host_m, m->m_memory, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host_v, m->v_memory, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(m->host_params, m->params_memory, bytes, cudaMemcpyDeviceToHost));
-    state_write(state_path, st, host_m, host_v);
-    checkpoint_write(model_path, &m->config, m->host_params);
-    remove_old_checkpoints(a->output_dir, a->keep_checkpoints);
-    printf("wrote %s and %s\n", model_path, state_path);
+    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, bytes, cudaMemcpyDeviceToHost));
+    *mm = host_copy.m;
+    *vv = host_copy.v;
 }
-
-// model FLOPs of one training token (forward + backward): 6 per parameter, plus attention's
-// q.k^T and att.v (12 L C T: 2 matmuls x 2 flops x 3 for forward + backward, per layer)
-static double flops_per_token(const GPT2* m, int T) {
-    return 6.0 * (double)m->num_parameters + 12.0 * m->config.num_layers * (double)m->config.channels * T;
+static void gpu_read_state(void* self, const char* state_path, TrainState* st) {
+    GPT2* m = (GPT2*)self;
+    gpu_alloc_host_moments(m);
+    size_t bytes = m->num_parameters * sizeof(float);
+    state_read(state_path, st, host_copy.m, host_copy.v, m->num_parameters);
+    cudaCheck(cudaMemcpy(m->m_memory, host_copy.m, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, host_copy.v, bytes, cudaMemcpyHostToDevice));
+}
+static void gpu_poison_gradient(void* self) {
+    float bad = NAN;
+    cudaCheck(cudaMemcpy(((GPT2*)self)->grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
+}
+static void gpu_sync(void* self) {
+    (void)self;
+    cudaCheck(cudaDeviceSynchronize());
 }
 
 int main(int argc, char** argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file (as train_gpt2.c)
-    TrainArgs args = args_defaults();
-    args_parse(&args, argc, argv);
-    int have_output = args.output_dir[0] != '\0';
-
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
     cudaCheck(cudaSetDevice(0));
     cuda_setup();
 
-    // the output folder: resume from it, or refuse to overwrite an earlier run in it
-    int resume_step = output_dir_prepare(&args);
+    TrainRun run;
+    train_run_setup(&run, argc, argv);
 
-    // the data folder: the default dataset, the tokenizer, arithmetic or not
-    RunData data;
-    run_data_prepare(&data, &args);
-
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
-    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
-    char model_path[1100], state_path[1100];
-    int depth = args_fresh_depth(args.init);
-    if (resume_step >= 0) {
-        checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
-        gpt2_build_from_checkpoint(&model, model_path);
-    } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), run_data_vocab_size(&data), 1024);
-        gpt2_build_fresh(&model, &cfg, args.seed);
+    if (run.fresh) {
+        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
     } else {
-        gpt2_build_from_checkpoint(&model, args.init);
+        gpt2_build_from_checkpoint(&model, run.model_path);
     }
-    const GPT2Config* cfg = &model.config;
-    args_check_model(&args, cfg);
-
-    // the data
-    DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
-    int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
-    if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
-    if (!data.tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&data.tokenizer, stdout); }
-
-    int grad_accum = (int)(args.total_batch / ((long)args.B * args.T));
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
-    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
-           NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
-           cfg->padded_vocab_size, cfg->max_seq_len, model.num_parameters);
-    printf("batch: B %d | T %d | total %ld tokens | grad accum %d\n", args.B, args.T, args.total_batch, grad_accum);
-    gpt2_allocate(&model, args.B, args.T);
+    train_run_attach_model(&run, &model.config, model.num_parameters, "");
+    gpt2_allocate(&model, run.args.B, run.args.T);
     printf("GPU memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations, %.1f MiB scratch\n",
            model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
-    // arithmetic data: exact-match accuracy on held-out problems at every validation
-    ArithEval arith_eval;
-    int have_arith = run_arith_eval_init(&arith_eval, &data, &args, cfg);
-    float* host_m = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW m (host)");
-    float* host_v = (float*)malloc_check(model.num_parameters * sizeof(float), "AdamW v (host)");
 
-    // the training state: fresh, or read back with the optimizer moments and the data position
-    TrainState st;
-    memset(&st, 0, sizeof(st));
-    st.num_parameters = (long)model.num_parameters;
-    st.sample_rng = args.seed;
-    if (resume_step >= 0) {
-        state_read(state_path, &st, host_m, host_v, model.num_parameters);
-        resume_check_state(&st, &args, state_path, resume_step);
-        cudaCheck(cudaMemcpy(model.m_memory, host_m, model.num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(model.v_memory, host_v, model.num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-        dataloader_set_position(&train_loader, st.shard_index, st.shard_offset);
-        printf("resumed from %s at step %d\n", model_path, st.step);
-        if (st.step >= args.max_steps) {
-            // nothing to do: the loop below runs no step, and everything is freed as after a run
-            printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
-        }
-    }
-    st.B = args.B;
-    st.T = args.T;
-    st.total_batch = args.total_batch;
-    Logger logger;
-    logger_init(&logger, args.output_dir, args.resume);
-    double step_flops = flops_per_token(&model, args.T) * (double)args.total_batch;
+    TrainerOps ops = {gpu_forward,    gpu_backward, gpu_zero_grad,  gpu_grad_norm,       gpu_update,
+                      gpu_logits_row, gpu_weights,  gpu_moments,    gpu_read_state,      gpu_poison_gradient,
+                      gpu_sync,       PEAK_FLOPS};
+    train_run_loop(&run, &ops, &model);
 
-    for (int step = st.step; step <= args.max_steps; step++) {
-        int last = step == args.max_steps;
-        // at the step we resumed from, evaluation, sampling and the checkpoint already happened
-        if (step != resume_step) {
-            if ((have_val || have_arith) && (step % args.val_every == 0 || last)) {
-                float val_loss = have_val ? evaluate(&model, &val_loader, args.val_batches) : 0.0f;
-                run_report_evaluation(&logger, step, have_val, val_loss, have_arith ? &arith_eval : NULL, greedy_next, &model);
-            }
-            if (args.sample_every > 0 && args.gen_tokens > 0 && ((step > 0 && step % args.sample_every == 0) || last)) {
-                sample_text(&model, &data.tokenizer, args.gen_tokens, &st.sample_rng);
-            }
-            if (have_output && step > 0 && (last || (args.checkpoint_every > 0 && step % args.checkpoint_every == 0))) {
-                st.step = step;
-                st.shard_index = train_loader.shard_index;
-                st.shard_offset = train_loader.shard_offset;
-                write_checkpoint(&args, &model, &st, host_m, host_v);
-            }
-        }
-        if (last) { break; }
-
-        // one optimizer step: grad_accum micro-batches, then clip and AdamW
-        cudaCheck(cudaDeviceSynchronize());
-        double t0 = now_seconds();
-        gpt2_zero_grad(&model);
-        double loss = 0.0;
-        for (int micro = 0; micro < grad_accum; micro++) {
-            dataloader_next_batch(&train_loader);
-            gpt2_forward(&model, train_loader.inputs, train_loader.targets, args.B, args.T);
-            gpt2_backward(&model, 1.0f / grad_accum);
-            loss += model.mean_loss / grad_accum;
-        }
-        if (nan_injected_at(step + 1)) {
-            float bad = NAN;
-            cudaCheck(cudaMemcpy(model.grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
-        }
-        float norm = gpt2_grad_norm(&model);
-        float lr = learning_rate_at(&args, step);
-        if (isfinite(loss) && isfinite(norm)) {
-            st.nonfinite_in_a_row = 0;
-            st.updates++;
-            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_clip_scale(norm, args.grad_clip),
-                        st.updates);
-            cudaCheck(cudaDeviceSynchronize());
-            double ms = (now_seconds() - t0) * 1000.0;
-            double tok_s = args.total_batch / (ms / 1000.0);
-            double mfu = 100.0 * step_flops / (ms / 1000.0) / PEAK_FLOPS;
-            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s | MFU %.1f%%\n", step + 1,
-                   args.max_steps, loss, norm, lr, ms, tok_s, mfu);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f mfu=%.2f", step + 1,
-                        loss, norm, lr, ms, tok_s, mfu);
-        } else {
-            nonfinite_step(&logger, &args, &st, step, loss, norm);  // a NaN or Inf: the update is skipped
-        }
-    }
-
-    logger_free(&logger);
-    if (have_arith) { arith_eval_free(&arith_eval); }
-    tokenizer_free(&data.tokenizer);
-    dataloader_free(&train_loader);
-    if (have_val) { dataloader_free(&val_loader); }
+    train_run_free(&run);
     gpt2_free(&model);
-    free(host_m);
-    free(host_v);
+    free(host_copy.row_x);
+    free(host_copy.row);
+    free(host_copy.m);
+    free(host_copy.v);
     cudaCheck(cudaFree(lt_workspace));
     cublasCheck(cublasLtDestroy(lt_handle));
     return 0;

@@ -207,4 +207,10 @@ static inline float learning_rate_at(const TrainArgs* a, int step) {
     return lr * (a->final_lr_frac + (1.0f - a->final_lr_frac) * coeff);
 }
 
+// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
+static inline float grad_clip_scale(float norm, float clip) {
+    float coef = clip / (norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 #endif // COMMON_ARGS_H

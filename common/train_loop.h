@@ -1,0 +1,302 @@
+/*
+common/train_loop.h: the training loop that train_gpt2.c (CPU) and train_gpt2.cu (GPU) share.
+
+Everything here is host-side glue that never touches the model's arithmetic: the command line, the
+output folder, the data, resuming, evaluation, sampling, checkpoints, the step loop and its log.
+The model's math (forward, backward, AdamW) stays inline in each trainer; the loop reaches it only
+through the small table of functions below, which each trainer fills with its own implementations.
+
+A trainer's main() reads, in order:
+
+    TrainRun run;
+    train_run_setup(&run, argc, argv);      // flags, output folder, data; which model to build
+    GPT2 model;                             // the trainer's own model type
+    if (run.resume_step >= 0 || !run.fresh) gpt2_build_from_checkpoint(&model, run.model_path);
+    else                                    gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
+    train_run_attach_model(&run, &model.config, model.num_parameters, "...");  // checks, prints
+    gpt2_allocate(&model, run.args.B, run.args.T);
+    TrainerOps ops = { ... };               // the trainer's functions
+    train_run_loop(&run, &ops, &model);     // steps, evaluation, sampling, checkpoints
+    train_run_free(&run);
+    gpt2_free(&model);
+*/
+#ifndef COMMON_TRAIN_LOOP_H
+#define COMMON_TRAIN_LOOP_H
+
+#include <math.h>
+#include "rng.h"
+#include "train_common.h"
+
+// What the loop needs from a trainer. `self` is the trainer's model (GPT2*). Every function that
+// returns a pointer returns host memory that stays valid until the next call of that function.
+typedef struct {
+    // forward pass on host tokens (B, T); returns the mean cross-entropy loss when targets are given
+    float (*forward)(void* self, const int* inputs, const int* targets, int B, int T);
+    // backward of the last forward pass (with targets), ACCUMULATING loss_scale * dL/dparams
+    void (*backward)(void* self, float loss_scale);
+    void (*zero_grad)(void* self);
+    // the global L2 norm of the gradients
+    float (*grad_norm)(void* self);
+    // one AdamW step (t is 1-based) on the gradients multiplied by grad_scale
+    void (*update)(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                   int t);
+    // row `row` (b * T + t of the last forward pass) of the logits, padded_vocab_size floats
+    const float* (*logits_row)(void* self, size_t row);
+    // the fp32 weights and the AdamW moments, for a checkpoint
+    const float* (*weights)(void* self);
+    void (*moments)(void* self, const float** m, const float** v);
+    // reads a state file's AdamW moments into the optimizer (resume)
+    void (*read_state)(void* self, const char* state_path, TrainState* st);
+    // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
+    void (*poison_gradient)(void* self);
+    // waits for queued work before a clock is read (NULL on the CPU, where nothing is queued)
+    void (*sync)(void* self);
+    // peak FLOP/s of the device, for the MFU column of the step line (0: no MFU column)
+    double peak_flops;
+} TrainerOps;
+
+// the state of one run that is not the model's
+typedef struct {
+    TrainArgs args;
+    int have_output;           // -o given
+    int resume_step;           // the step resumed from (-y 1), -1 for a new run
+    RunData data;              // the data folder: tokenizer, arithmetic or not
+    int fresh;                 // the model is a fresh dN (else a checkpoint file)
+    GPT2Config fresh_config;   // the fresh model's configuration
+    char model_path[1100];     // the checkpoint to build the model from (resume or -e FILE)
+    char state_path[1100];     // the state file to resume from
+    const GPT2Config* config;  // the model's, once attached
+    size_t num_parameters;
+    DataLoader train_loader, val_loader;
+    int have_val;
+    int grad_accum;            // micro-batches per optimizer step
+} TrainRun;
+
+// flags, the output folder and the data folder; decides which model main() builds
+static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
+    memset(r, 0, sizeof(*r));
+    r->args = args_defaults();
+    args_parse(&r->args, argc, argv);
+    r->have_output = r->args.output_dir[0] != '\0';
+    // the output folder: resume from it, or refuse to overwrite an earlier run in it
+    r->resume_step = output_dir_prepare(&r->args);
+    // the data folder: the default dataset, the tokenizer, arithmetic or not
+    run_data_prepare(&r->data, &r->args);
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
+    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
+    int depth = args_fresh_depth(r->args.init);
+    if (r->resume_step >= 0) {
+        checkpoint_paths(r->args.output_dir, r->resume_step, r->model_path, r->state_path, sizeof(r->model_path));
+    } else if (depth > 0) {
+        r->fresh = 1;
+        r->fresh_config = gpt2_config_for_depth(depth, norm_mode_from_name(r->args.norm_mode),
+                                                run_data_vocab_size(&r->data), 1024);
+    } else {
+        snprintf(r->model_path, sizeof(r->model_path), "%s", r->args.init);
+    }
+}
+
+// the model is built (not yet allocated): checks the flags against it, opens the data, and prints
+// the model and batch lines. `batch_note` ends the batch line (the CPU's thread count, say).
+static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, size_t num_parameters,
+                                          const char* batch_note) {
+    TrainArgs* a = &r->args;
+    r->config = cfg;
+    r->num_parameters = num_parameters;
+    args_check_model(a, cfg);
+    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, 0, 1);
+    r->have_val = a->val_pattern[0] != '\0' && a->val_every > 0;
+    if (r->have_val) { dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1); }
+    if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }
+    r->grad_accum = (int)(a->total_batch / ((long)a->B * a->T));
+    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
+           NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
+           cfg->padded_vocab_size, cfg->max_seq_len, num_parameters);
+    printf("batch: B %d | T %d | total %ld tokens | grad accum %d%s\n", a->B, a->T, a->total_batch, r->grad_accum,
+           batch_note);
+}
+
+static inline void train_run_free(TrainRun* r) {
+    tokenizer_free(&r->data.tokenizer);
+    dataloader_free(&r->train_loader);
+    if (r->have_val) { dataloader_free(&r->val_loader); }
+}
+
+// ----------------------------------------------------------------------------
+// evaluation and sampling, through the trainer's forward pass
+
+// the mean loss over the first `batches` batches of the loader
+static inline float train_evaluate(const TrainerOps* ops, void* model, DataLoader* loader, int B, int T, int batches) {
+    dataloader_reset(loader);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(loader);
+        sum += ops->forward(model, loader->inputs, loader->targets, B, T);
+    }
+    return (float)(sum / batches);
+}
+
+// samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
+// at most T tokens (there is no KV cache: this is for a glimpse of the model, not for speed)
+static inline void train_sample_text(const TrainerOps* ops, void* model, const GPT2Config* cfg, Tokenizer* tok, int T,
+                                     int n, uint64_t* rng) {
+    int V = cfg->vocab_size;
+    int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
+    float* probs = (float*)malloc_check((size_t)V * sizeof(float), "sample probabilities");
+    seq[0] = tokenizer_prompt_token(tok, V);
+    TokenPrinter tp;
+    token_printer_init(&tp, tok, stdout);
+    printf("generating:\n---\n");
+    for (int i = 1; i <= n; i++) {
+        int start = i > T ? i - T : 0;
+        int len = i - start;
+        ops->forward(model, seq + start, NULL, 1, len);
+        const float* logits = ops->logits_row(model, (size_t)(len - 1));
+        float maxval = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < V; j++) { if (logits[j] > maxval) { maxval = logits[j]; } }
+        for (int j = 0; j < V; j++) { probs[j] = expf(logits[j] - maxval); sum += probs[j]; }
+        for (int j = 0; j < V; j++) { probs[j] /= sum; }
+        seq[i] = sample_from_probs(probs, V, random_f32(rng));
+        token_printer_put(&tp, seq[i]);
+    }
+    token_printer_flush(&tp);
+    printf("\n---\n");
+    free(seq);
+    free(probs);
+}
+
+// the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
+// lengths[b] tokens of row b of tokens (B, T)
+typedef struct {
+    const TrainerOps* ops;
+    void* model;
+    int vocab_size;
+} GreedyContext;
+
+static inline void train_greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
+    GreedyContext* g = (GreedyContext*)ctx;
+    g->ops->forward(g->model, tokens, NULL, B, T);
+    for (int b = 0; b < B; b++) {
+        const float* logits = g->ops->logits_row(g->model, (size_t)b * T + lengths[b] - 1);
+        int best = 0;
+        for (int j = 1; j < g->vocab_size; j++) { if (logits[j] > logits[best]) { best = j; } }
+        next[b] = best;
+    }
+}
+
+// writes the checkpoint pair of `st->step` (state first, model second: common/state.h)
+static inline void train_write_checkpoint(const TrainRun* r, const TrainerOps* ops, void* model, const TrainState* st) {
+    char model_path[1100], state_path[1100];
+    checkpoint_paths(r->args.output_dir, st->step, model_path, state_path, sizeof(model_path));
+    const float *m, *v;
+    ops->moments(model, &m, &v);
+    state_write(state_path, st, m, v);
+    checkpoint_write(model_path, r->config, ops->weights(model));
+    remove_old_checkpoints(r->args.output_dir, r->args.keep_checkpoints);
+    printf("wrote %s and %s\n", model_path, state_path);
+}
+
+// model FLOPs of one training token (forward + backward): 6 per parameter, plus attention's
+// q.k^T and att.v (12 L C T: 2 matmuls x 2 flops x 3 for forward + backward, per layer)
+static inline double train_flops_per_token(const TrainRun* r) {
+    return 6.0 * (double)r->num_parameters + 12.0 * r->config->num_layers * (double)r->config->channels * r->args.T;
+}
+
+// ----------------------------------------------------------------------------
+// the loop
+
+// Runs the steps from the resumed step (or 0) to -x: at every evaluation step the validation loss
+// and arithmetic accuracy, at every sampling step a sample, at every checkpoint step a checkpoint,
+// and between them one optimizer step of grad_accum micro-batches, gradient clipping and AdamW.
+static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
+    const TrainArgs* a = &r->args;
+    const GPT2Config* cfg = r->config;
+    // arithmetic data: exact-match accuracy on held-out problems at every validation
+    ArithEval arith_eval;
+    int have_arith = run_arith_eval_init(&arith_eval, &r->data, a, cfg);
+    GreedyContext greedy = {ops, model, cfg->vocab_size};
+
+    // the training state: fresh, or read back with the optimizer moments and the data position
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.num_parameters = (long)r->num_parameters;
+    st.sample_rng = a->seed;
+    if (r->resume_step >= 0) {
+        ops->read_state(model, r->state_path, &st);
+        resume_check_state(&st, a, r->state_path, r->resume_step);
+        dataloader_set_position(&r->train_loader, st.shard_index, st.shard_offset);
+        printf("resumed from %s at step %d\n", r->model_path, st.step);
+        if (st.step >= a->max_steps) {
+            // nothing to do: the loop below runs no step, and everything is freed as after a run
+            printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, a->max_steps);
+        }
+    }
+    st.B = a->B;
+    st.T = a->T;
+    st.total_batch = a->total_batch;
+    Logger logger;
+    logger_init(&logger, a->output_dir, a->resume);
+    double step_flops = train_flops_per_token(r) * (double)a->total_batch;
+
+    for (int step = st.step; step <= a->max_steps; step++) {
+        int last = step == a->max_steps;
+        // at the step we resumed from, evaluation, sampling and the checkpoint already happened
+        if (step != r->resume_step) {
+            if ((r->have_val || have_arith) && (step % a->val_every == 0 || last)) {
+                float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches) : 0.0f;
+                run_report_evaluation(&logger, step, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
+                                      train_greedy_next, &greedy);
+            }
+            if (a->sample_every > 0 && a->gen_tokens > 0 && ((step > 0 && step % a->sample_every == 0) || last)) {
+                train_sample_text(ops, model, cfg, &r->data.tokenizer, a->T, a->gen_tokens, &st.sample_rng);
+            }
+            if (r->have_output && step > 0 && (last || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0))) {
+                st.step = step;
+                st.shard_index = r->train_loader.shard_index;
+                st.shard_offset = r->train_loader.shard_offset;
+                train_write_checkpoint(r, ops, model, &st);
+            }
+        }
+        if (last) { break; }
+
+        // one optimizer step: grad_accum micro-batches, then clip and AdamW
+        if (ops->sync) { ops->sync(model); }
+        double t0 = now_seconds();
+        ops->zero_grad(model);
+        double loss = 0.0;
+        for (int micro = 0; micro < r->grad_accum; micro++) {
+            dataloader_next_batch(&r->train_loader);
+            loss += ops->forward(model, r->train_loader.inputs, r->train_loader.targets, a->B, a->T) / r->grad_accum;
+            ops->backward(model, 1.0f / r->grad_accum);
+        }
+        if (nan_injected_at(step + 1)) { ops->poison_gradient(model); }
+        float norm = ops->grad_norm(model);
+        float lr = learning_rate_at(a, step);
+        if (isfinite(loss) && isfinite(norm)) {
+            st.nonfinite_in_a_row = 0;
+            st.updates++;
+            ops->update(model, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
+            if (ops->sync) { ops->sync(model); }
+            double ms = (now_seconds() - t0) * 1000.0;
+            double tok_s = a->total_batch / (ms / 1000.0);
+            char mfu_line[64] = "", mfu_log[64] = "";
+            if (ops->peak_flops > 0) {
+                double mfu = 100.0 * step_flops / (ms / 1000.0) / ops->peak_flops;
+                snprintf(mfu_line, sizeof(mfu_line), " | MFU %.1f%%", mfu);
+                snprintf(mfu_log, sizeof(mfu_log), " mfu=%.2f", mfu);
+            }
+            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s%s\n", step + 1, a->max_steps,
+                   loss, norm, lr, ms, tok_s, mfu_line);
+            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss,
+                        norm, lr, ms, tok_s, mfu_log);
+        } else {
+            nonfinite_step(&logger, a, &st, step, loss, norm);  // skip the update; several in a row stop the run
+        }
+    }
+
+    logger_free(&logger);
+    if (have_arith) { arith_eval_free(&arith_eval); }
+}
+
+#endif // COMMON_TRAIN_LOOP_H
