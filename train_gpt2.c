@@ -605,10 +605,13 @@ typedef struct {
 
 static void fill_activation_sizes(size_t* s, const GPT2Config* cfg, int B, int T) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T, S = cfg->norm_mode == NORM_SIAMESE, POST = cfg->norm_mode == NORM_POST;
+    size_t BT = (size_t)B * T;
+    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
+    const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
+    size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t v[] = {
-        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, (S || POST) * 2 * L * BT * C,
-        !POST * 2 * L * BT * C, 2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
+        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
+        U * 2 * L * BT * C, 2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
         S * 2 * L * BT, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
         2 * L * BT * C, S * BT * C, S * BT, S * BT, S * BT, S * BT, BT * C, BT, BT, BT * Vp, BT, BT,
     };
@@ -808,7 +811,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     NormMode mode = cfg->norm_mode;
 
     encoder_forward(a->resx, inputs, p->wte, p->wpe, B, T, C);
-    if (mode == NORM_SIAMESE) { memcpy(a->resy, a->resx, N * sizeof(float)); }  // both streams start as e
+    if (norm_mode_layout(mode)->two_streams) { memcpy(a->resy, a->resx, N * sizeof(float)); }  // both start as e
 
     for (int k = 0; k < 2 * L; k++) {
         int l = k / 2, s = k % 2;
@@ -819,33 +822,44 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         float* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* mean = a->ln_mean + (size_t)k * BT;
         float* rstd = a->ln_rstd + (size_t)k * BT;
-        if (mode == NORM_PRE) {
-            float* u = a->blockin + k * N;
-            layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);            // u = LN(x)
-            block_forward(m, l, s, z, u, B, T);                              // z = F(u)
-            residual_forward(x_next, x, z, N);                               // x = x + z
-        } else if (mode == NORM_POST) {
-            float* sum = a->lnsum + k * N;
-            block_forward(m, l, s, z, x, B, T);                              // z = F(x)
-            residual_forward(sum, x, z, N);                                  // r = x + z
-            layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);     // x = LN(r)
-        } else {
-            float* u = a->blockin + k * N;
-            float* lnx = a->lnx + k * N;
-            float* y = a->resy + k * N;
-            siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(a, k, BT), x, y,
-                                  sublayer_norms(p, l, s, C), BT, C);        // a = LN(x), u = LN(a + LN(y))
-            block_forward(m, l, s, z, u, B, T);                              // z = F(u)
-            siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+        switch (mode) {  // no default: -Wswitch names a mode this does not handle
+            case NORM_PRE: {
+                float* u = a->blockin + k * N;
+                layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);            // u = LN(x)
+                block_forward(m, l, s, z, u, B, T);                              // z = F(u)
+                residual_forward(x_next, x, z, N);                               // x = x + z
+                break;
+            }
+            case NORM_POST: {
+                float* sum = a->lnsum + k * N;
+                block_forward(m, l, s, z, x, B, T);                              // z = F(x)
+                residual_forward(sum, x, z, N);                                  // r = x + z
+                layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);     // x = LN(r)
+                break;
+            }
+            case NORM_SIAMESE: {
+                float* u = a->blockin + k * N;
+                float* lnx = a->lnx + k * N;
+                float* y = a->resy + k * N;
+                siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(a, k, BT), x, y,
+                                      sublayer_norms(p, l, s, C), BT, C);        // a = LN(x), u = LN(a + LN(y))
+                block_forward(m, l, s, z, u, B, T);                              // z = F(u)
+                siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+                break;
+            }
         }
     }
 
     float* x_final = a->resx + 2 * L * N;
-    if (mode == NORM_SIAMESE) {
-        siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(a), x_final, a->resy + 2 * L * N,
-                              final_norms(p), BT, C);                        // h = LN(LN(x) + LN(y))
-    } else {
-        layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);
+    switch (mode) {
+        case NORM_PRE:
+        case NORM_POST:
+            layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            break;
+        case NORM_SIAMESE:
+            siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(a), x_final, a->resy + 2 * L * N,
+                                  final_norms(p), BT, C);                        // h = LN(LN(x) + LN(y))
+            break;
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp);              // tied output layer
     if (targets) {
@@ -912,13 +926,17 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     // the final LayerNorm(s): dx (and dy) at the last boundary
     float* x_final = a->resx + 2 * L * N;
     memset(sc->dx, 0, N * sizeof(float));
-    if (mode == NORM_SIAMESE) {
-        memset(sc->dy, 0, N * sizeof(float));
-        siamese_input_backward(sc->dx, sc->dy, sc->dlnf, sc->dlnsum, final_norms(g), final_norms(p), final_stats(a),
-                               x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
-    } else {
-        layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C,
-                           sc->ln_partials);
+    switch (mode) {  // no default: -Wswitch names a mode this does not handle
+        case NORM_PRE:
+        case NORM_POST:
+            layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C,
+                               sc->ln_partials);
+            break;
+        case NORM_SIAMESE:
+            memset(sc->dy, 0, N * sizeof(float));
+            siamese_input_backward(sc->dx, sc->dy, sc->dlnf, sc->dlnsum, final_norms(g), final_norms(p),
+                                   final_stats(a), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
+            break;
     }
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
@@ -930,30 +948,35 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
         float* mean = a->ln_mean + (size_t)k * BT;
         float* rstd = a->ln_rstd + (size_t)k * BT;
-        if (mode == NORM_PRE) {
-            // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-            memset(sc->dblockin, 0, N * sizeof(float));
-            block_backward(m, l, s, sc->dblockin, sc->dx, a->blockin + k * N, B, T);
-            layernorm_backward(sc->dx, dlnw, dlnb, sc->dblockin, x, lnw, mean, rstd, BT, C, sc->ln_partials);
-        } else if (mode == NORM_POST) {
-            // x_next = LN(x + F(x)): dr = LN_back(dx_next); dz = dr; dx = dr + F_back(dr)
-            memset(sc->dlnsum, 0, N * sizeof(float));
-            layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, sc->ln_partials);
-            memcpy(sc->dx, sc->dlnsum, N * sizeof(float));
-            block_backward(m, l, s, sc->dx, sc->dlnsum, x, B, T);
-        } else {
-            // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
-            siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
-            memset(sc->dblockin, 0, N * sizeof(float));
-            block_backward(m, l, s, sc->dblockin, sc->dblockout, a->blockin + k * N, B, T);
-            siamese_input_backward(sc->dx, sc->dy, sc->dblockin, sc->dlnsum, sublayer_norms(g, l, s, C),
-                                   sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
-                                   a->lnsum + k * N, BT, C, sc->ln_partials);
+        switch (mode) {
+            case NORM_PRE:
+                // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+                memset(sc->dblockin, 0, N * sizeof(float));
+                block_backward(m, l, s, sc->dblockin, sc->dx, a->blockin + k * N, B, T);
+                layernorm_backward(sc->dx, dlnw, dlnb, sc->dblockin, x, lnw, mean, rstd, BT, C, sc->ln_partials);
+                break;
+            case NORM_POST:
+                // x_next = LN(x + F(x)): dr = LN_back(dx_next); dz = dr; dx = dr + F_back(dr)
+                memset(sc->dlnsum, 0, N * sizeof(float));
+                layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C,
+                                   sc->ln_partials);
+                memcpy(sc->dx, sc->dlnsum, N * sizeof(float));
+                block_backward(m, l, s, sc->dx, sc->dlnsum, x, B, T);
+                break;
+            case NORM_SIAMESE:
+                // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
+                siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
+                memset(sc->dblockin, 0, N * sizeof(float));
+                block_backward(m, l, s, sc->dblockin, sc->dblockout, a->blockin + k * N, B, T);
+                siamese_input_backward(sc->dx, sc->dy, sc->dblockin, sc->dlnsum, sublayer_norms(g, l, s, C),
+                                       sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
+                                       a->lnsum + k * N, BT, C, sc->ln_partials);
+                break;
         }
     }
 
-    // the embedding feeds both streams in siamese mode
-    if (mode == NORM_SIAMESE) {
+    // the embedding feeds both streams when there are two
+    if (norm_mode_layout(mode)->two_streams) {
         for (size_t i = 0; i < N; i++) { sc->dx[i] += sc->dy[i]; }
     }
     encoder_backward(g->wte, g->wpe, sc->dx, m->inputs, B, T, C);

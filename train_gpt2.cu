@@ -914,10 +914,13 @@ typedef struct {
 
 static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T, S = cfg->norm_mode == NORM_SIAMESE, POST = cfg->norm_mode == NORM_POST;
+    size_t BT = (size_t)B * T;
+    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
+    const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
+    size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t vx[] = {
-        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, (S || POST) * 2 * L * BT * C,
-        !POST * 2 * L * BT * C, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
+        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
+        U * 2 * L * BT * C, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
         2 * L * BT * C, S * BT * C, BT * C, BT * Vp,
     };
     size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
@@ -950,7 +953,7 @@ typedef struct {
 
 static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
-    size_t S = cfg->norm_mode == NORM_SIAMESE;
+    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the gradients of Y and its LayerNorms
     size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * C, BT * C, BT * C, (size_t)B * NH * T * T,
                    BT * C, BT * C, BT * C, BT * C};
     size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C};
@@ -1241,8 +1244,8 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
-    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, mode == NORM_SIAMESE ? a->resy : NULL, m->d_inputs,
-                                                            p->wte, p->wpe, BT, T, C);  // both streams start as e
+    floatX* resy = norm_mode_layout(mode)->two_streams ? a->resy : NULL;  // both streams start as e
+    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
 
     for (int k = 0; k < 2 * L; k++) {
@@ -1254,33 +1257,44 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* mean = f->ln_mean + (size_t)k * BT;
         float* rstd = f->ln_rstd + (size_t)k * BT;
-        if (mode == NORM_PRE) {
-            floatX* u = a->blockin + k * N;
-            layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
-            block_forward(m, l, s, z, u, B, T);                                // z = F(u)
-            residual_forward(x_next, x, z, N);                                 // x = x + z
-        } else if (mode == NORM_POST) {
-            floatX* sum = a->lnsum + k * N;
-            block_forward(m, l, s, z, x, B, T);                                // z = F(x)
-            residual_forward(sum, x, z, N);                                    // r = x + z
-            layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
-        } else {
-            floatX* u = a->blockin + k * N;
-            floatX* lnx = a->lnx + k * N;
-            floatX* y = a->resy + k * N;
-            siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
-                                  sublayer_norms(p, l, s, C), BT, C);          // a = LN(x), u = LN(a + LN(y))
-            block_forward(m, l, s, z, u, B, T);                                // z = F(u)
-            siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+        switch (mode) {  // no default: -Wswitch names a mode this does not handle
+            case NORM_PRE: {
+                floatX* u = a->blockin + k * N;
+                layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
+                block_forward(m, l, s, z, u, B, T);                                // z = F(u)
+                residual_forward(x_next, x, z, N);                                 // x = x + z
+                break;
+            }
+            case NORM_POST: {
+                floatX* sum = a->lnsum + k * N;
+                block_forward(m, l, s, z, x, B, T);                                // z = F(x)
+                residual_forward(sum, x, z, N);                                    // r = x + z
+                layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
+                break;
+            }
+            case NORM_SIAMESE: {
+                floatX* u = a->blockin + k * N;
+                floatX* lnx = a->lnx + k * N;
+                floatX* y = a->resy + k * N;
+                siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
+                                      sublayer_norms(p, l, s, C), BT, C);          // a = LN(x), u = LN(a + LN(y))
+                block_forward(m, l, s, z, u, B, T);                                // z = F(u)
+                siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+                break;
+            }
         }
     }
 
     floatX* x_final = a->resx + 2 * L * N;
-    if (mode == NORM_SIAMESE) {
-        siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N, final_norms(p), BT,
-                              C);                                              // h = LN(LN(x) + LN(y))
-    } else {
-        layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);
+    switch (mode) {
+        case NORM_PRE:
+        case NORM_POST:
+            layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            break;
+        case NORM_SIAMESE:
+            siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N,
+                                  final_norms(p), BT, C);                          // h = LN(LN(x) + LN(y))
+            break;
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
     if (targets) {
@@ -1352,13 +1366,18 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 
     // the final LayerNorm(s): dx (and dy) at the last boundary
     floatX* x_final = a->resx + 2 * L * N;
-    if (mode == NORM_SIAMESE) {
-        cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
-        cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-        siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, final_norms(g), final_norms(p), final_stats(f),
-                               x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
-    } else {
-        layernorm_backward(sf->dx, NULL, g->lnfw, g->lnfb, sf->du, x_final, p->lnfw, f->lnf_mean, f->lnf_rstd, BT, C, 0);
+    switch (mode) {  // no default: -Wswitch names a mode this does not handle
+        case NORM_PRE:
+        case NORM_POST:
+            layernorm_backward(sf->dx, NULL, g->lnfw, g->lnfb, sf->du, x_final, p->lnfw, f->lnf_mean, f->lnf_rstd, BT,
+                               C, 0);
+            break;
+        case NORM_SIAMESE:
+            cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
+            cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
+            siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, final_norms(g), final_norms(p),
+                                   final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
+            break;
     }
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
@@ -1370,28 +1389,32 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
         float* mean = f->ln_mean + (size_t)k * BT;
         float* rstd = f->ln_rstd + (size_t)k * BT;
-        if (mode == NORM_PRE) {
-            // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-            cast_to_x(sx->dz, sf->dx, N);
-            block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-            layernorm_backward(sf->dx, NULL, dlnw, dlnb, sf->du, x, lnw, mean, rstd, BT, C, 1);
-        } else if (mode == NORM_POST) {
-            // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
-            // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
-            layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, 0);
-            block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
-        } else {
-            // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
-            siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
-            block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-            siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, sublayer_norms(g, l, s, C),
-                                   sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
-                                   a->lnsum + k * N, BT, C);
+        switch (mode) {
+            case NORM_PRE:
+                // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+                cast_to_x(sx->dz, sf->dx, N);
+                block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+                layernorm_backward(sf->dx, NULL, dlnw, dlnb, sf->du, x, lnw, mean, rstd, BT, C, 1);
+                break;
+            case NORM_POST:
+                // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
+                // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
+                layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, 0);
+                block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
+                break;
+            case NORM_SIAMESE:
+                // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
+                siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
+                block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+                siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, sublayer_norms(g, l, s, C),
+                                       sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
+                                       a->lnsum + k * N, BT, C);
+                break;
         }
     }
 
-    // the embedding feeds both streams in siamese mode: dL/de = dx + dy
-    const float* dy = mode == NORM_SIAMESE ? sf->dy : NULL;
+    // the embedding feeds both streams when there are two: dL/de = dx + dy
+    const float* dy = norm_mode_layout(mode)->two_streams ? sf->dy : NULL;
     const int* d = m->d_buckets;
     wte_backward_kernel<<<m->num_buckets, 256>>>(g->wte, sf->dx, dy, d, d + BT, d + 2 * BT + 1, C);
     cudaCheckLaunch();

@@ -21,8 +21,45 @@ post mode, so a pre-norm checkpoint is simply shorter.
 // ----------------------------------------------------------------------------
 // norm modes
 
-typedef enum { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2, NUM_NORM_MODES = 3 } NormMode;
-static const char* const NORM_MODE_NAMES[NUM_NORM_MODES] = {"pre", "post", "siamese"};
+// The mode is recorded in the checkpoint as its number. Adding a mode is a short, checked list
+// (dev/MODEL.md, "Adding a norm mode"): this enum and NUM_NORM_MODES; the two tables below (a
+// compile-time check counts their rows); then every `switch (mode)` in train_gpt2.c, train_gpt2.cu
+// and the tests, which have no default case so that the compilers' -Wswitch (an error in the
+// Werror build that CI runs) names each one that does not handle the new mode yet; and the
+// PyTorch reference dev/train_gpt2.py, whose dispatch raises on a mode it does not know.
+typedef enum { NORM_PRE = 0, NORM_POST = 1, NORM_SIAMESE = 2 } NormMode;
+#define NUM_NORM_MODES 3
+
+#ifdef __cplusplus
+#define COMPILE_TIME_CHECK(cond, msg) static_assert(cond, msg)
+#else
+#define COMPILE_TIME_CHECK(cond, msg) _Static_assert(cond, msg)
+#endif
+
+static const char* const NORM_MODE_NAMES[] = {"pre", "post", "siamese"};
+COMPILE_TIME_CHECK(sizeof(NORM_MODE_NAMES) / sizeof(NORM_MODE_NAMES[0]) == NUM_NORM_MODES, "one name per norm mode");
+
+// What each mode stores. Every mode-dependent size (parameters here, activations in the trainers)
+// is read from this table, never from a comparison with one mode.
+typedef struct {
+    int two_streams;  // a second residual stream Y, with LayerNorms of both streams at every sublayer
+                      // input and at the end (lnx*, lny*, lnin / ln1 ln2 lnf as the merge)
+    int block_input;  // the block input u is a tensor of its own (pre: LN(x); siamese: LN(a + LN(y)));
+                      // post feeds the stream x itself to the block
+    int ln_sum;       // the sublayer's main LayerNorm normalises a sum that is kept for its backward
+                      // (post: x + z; siamese: a + LN(y)); pre normalises the stream itself
+} NormModeLayout;
+static const NormModeLayout NORM_MODE_LAYOUTS[] = {
+    /* pre     */ {0, 1, 0},
+    /* post    */ {0, 0, 1},
+    /* siamese */ {1, 1, 1},
+};
+COMPILE_TIME_CHECK(sizeof(NORM_MODE_LAYOUTS) / sizeof(NORM_MODE_LAYOUTS[0]) == NUM_NORM_MODES, "one layout per norm mode");
+
+static inline const NormModeLayout* norm_mode_layout(NormMode mode) {
+    if ((int)mode < 0 || (int)mode >= NUM_NORM_MODES) { fatal("unknown norm mode %d", (int)mode); }
+    return &NORM_MODE_LAYOUTS[mode];
+}
 
 // returns the mode for "pre", "post" or "siamese", fatal otherwise
 static inline NormMode norm_mode_from_name(const char* name) {
@@ -88,7 +125,7 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
 // number of floats in each parameter tensor
 static inline void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
-    size_t S = cfg->norm_mode == NORM_SIAMESE ? 1 : 0;  // siamese-only tensors exist or are empty
+    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the two streams' LayerNorms exist or are empty
     size_t v[NUM_PARAMETER_TENSORS] = {
         Vp * C, maxT * C,
         S * L * C, S * L * C, S * L * C, S * L * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
