@@ -795,10 +795,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
     int BT = B * T;
-    for (int i = 0; i < BT; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V) { fatal("input token %d at position %d is outside the vocabulary [0, %d)", inputs[i], i, V); }
-        if (targets && (targets[i] < 0 || targets[i] >= V)) { fatal("target token %d at position %d is outside the vocabulary [0, %d)", targets[i], i, V); }
-    }
+    check_tokens(inputs, targets, BT, V);
     m->cur_B = B;
     m->cur_T = T;
     memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));

@@ -101,6 +101,18 @@ static inline GPT2Config gpt2_config_for_depth(int depth, NormMode mode, int voc
     return c;
 }
 
+// every input (and target, when given) of a forward pass must be a token of the vocabulary
+static inline void check_tokens(const int* inputs, const int* targets, int n, int vocab_size) {
+    for (int i = 0; i < n; i++) {
+        if (inputs[i] < 0 || inputs[i] >= vocab_size) {
+            fatal("input token %d at position %d is outside the vocabulary [0, %d)", inputs[i], i, vocab_size);
+        }
+        if (targets && (targets[i] < 0 || targets[i] >= vocab_size)) {
+            fatal("target token %d at position %d is outside the vocabulary [0, %d)", targets[i], i, vocab_size);
+        }
+    }
+}
+
 // c_l = sqrt(2 (l + 1)): how much the Post-Norm stream X scales down block l's output
 static inline float siamese_scale(int layer) { return sqrtf(2.0f * (float)(layer + 1)); }
 
