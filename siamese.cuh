@@ -3,7 +3,7 @@ siamese.cuh: how SiameseNorm maps onto a GPU. Included by train_gpt2.cu (which d
 the warp helpers, ln_row_stats, ln_backward_means/ln_backward_value and column_grads); read it
 as a chapter of that file.
 
-The model (SIAMESENORM.md). Two residual streams, X (post-norm-like) and Y (pre-norm-like),
+The model (dev/MODEL.md). Two residual streams, X (post-norm-like) and Y (pre-norm-like),
 share every block F (attention or MLP). Around each block, per row of C channels:
 
     input side      a = LN(x; lnx)              normalise X

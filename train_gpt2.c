@@ -1,7 +1,8 @@
 /*
 train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP, in one file.
 
-What this trains. A GPT-2 whose residual stream is wired in one of three ways (SIAMESENORM.md):
+What this trains. A GPT-2 whose residual stream is wired in one of three ways (dev/MODEL.md
+describes the model, its equations and its backward paths in full):
 
     pre      x = x + F(LN(x))          GPT-2. Stable, but x grows with depth and deep layers fade.
     post     x = LN(x + F(x))          The original Transformer. Expressive, hard to train.

@@ -1,7 +1,7 @@
 /*
 train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
 
-What this trains. The same model as train_gpt2.c (read its header and SIAMESENORM.md first): a
+What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
 that share every attention and MLP block). This file is the GPU version of that CPU reference,
 with the same structure, the same command line, the same checkpoints and the same step line

@@ -118,7 +118,7 @@ static inline int param_tensor_is_ln_weight(int i) {
 }
 
 // ----------------------------------------------------------------------------
-// fresh initialisation, GPT-2's recipe for every norm mode (SIAMESENORM.md): weights N(0, 0.02),
+// fresh initialisation, GPT-2's recipe for every norm mode (dev/MODEL.md): weights N(0, 0.02),
 // the two residual output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1, bias 0.
 // The padded vocabulary rows of wte are 0 (they are never used as inputs nor as targets).
 
