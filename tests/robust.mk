@@ -1,4 +1,4 @@
-# tests/robust.mk: the trainer's robustness tests (issue 5), included by the top-level Makefile.
+# tests/robust.mk: the trainer's robustness tests, included by the top-level Makefile.
 #   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
 #   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
 #                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
