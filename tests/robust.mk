@@ -7,7 +7,7 @@
 
 FUZZ_TARGETS := checkpoint state dataloader tokenizer
 FUZZ_REPLAY_BINS := $(addprefix tests/bin/replay_,$(FUZZ_TARGETS))
-ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -I. -Wno-unused-function -Wno-unknown-pragmas
+ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra $(WERROR_CFLAGS) -I. -Wno-unused-function -Wno-unknown-pragmas
 # the replays in `make test` check for undefined behaviour too where the compiler has UBSan
 REPLAY_UBSAN := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=undefined -x c - -o /dev/null 2>/dev/null \
 	&& echo -fsanitize=undefined -fno-sanitize-recover=all)
@@ -16,7 +16,7 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 .PHONY: test-train-cli test-fuzz-replay asan
 
 tests/bin/mkshard: tests/mkshard.c | tests/bin
-	$(CC) -O2 -Wall -Wextra -o $@ $<
+	$(CC) -O2 -Wall -Wextra $(WERROR_CFLAGS) -o $@ $<
 
 test-train-cli: train_gpt2 tests/bin/mkshard
 	bash tests/test_train_cli.sh
