@@ -4,6 +4,7 @@
 #   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
 #   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
 #   make test WERROR=1   the same with every compiler warning an error, C and CUDA (what CI runs)
+#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (README, "llm.c")
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
@@ -31,7 +32,7 @@ CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-arith check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-parity test-corrupt test-arith test-llmc check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -123,8 +124,19 @@ test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
 		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
 
-test: test-parity test-corrupt test-data test-arith test-train-cli test-fuzz-replay check-cuda
+# llm.c interop: tiny pre model -> llm.c float32 -> back (bit-identical, same loss), a bf16 file, refusals
+dev/llmc_convert: dev/llmc_convert.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-llmc: tests/bin/test_llmc dev/llmc_convert
+	./tests/bin/test_llmc dev/llmc_convert
+
+test: test-parity test-corrupt test-data test-arith test-llmc test-train-cli test-fuzz-replay check-cuda
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
+		dev/llmc_convert
 	rm -rf tests/bin
