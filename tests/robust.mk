@@ -39,4 +39,8 @@ asan: | tests/bin
 	$(MAKE) --no-print-directory tests/bin/mkshard test-data-asan
 	for t in $(FUZZ_TARGETS); do ./tests/bin/replay_$${t}_asan tests/fuzz_regressions/$$t/* || exit 1; done
 	./tests/bin/test_gpt2_asan
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -fopenmp -I. -Wno-unused-function tests/test_llmc.c -o tests/bin/test_llmc_asan -lm
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -I. dev/llmc_convert.c -o tests/bin/llmc_convert_asan -lm
+	@# one thread: a child forked while OpenMP threads run makes LeakSanitizer report false leaks
+	OMP_NUM_THREADS=1 ./tests/bin/test_llmc_asan tests/bin/llmc_convert_asan
 	TRAIN=tests/bin/train_gpt2_asan bash tests/test_train_cli.sh
