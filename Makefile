@@ -1,8 +1,11 @@
 # SiameseNorm GPT-2: build the CPU trainer, the CUDA trainer and the tests.
 #   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
-#   make test            every test that runs without a GPU (GPU tests skip with a message)
+#   make test            every test that runs without a GPU (GPU tests skip with a message), built
+#                        with every compiler warning an error, C and CUDA (CI runs exactly this)
 #   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
 #   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
+#   make test WERROR=0   the tests with warnings left as warnings (a newer compiler, say)
+#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (README, "llm.c")
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
@@ -15,11 +18,27 @@ ifeq ($(OPENMP),yes)
   CFLAGS += -fopenmp
 else
   $(info OpenMP not found: building single-threaded)
+  CFLAGS += -Wno-unknown-pragmas  # the omp pragmas are then ignored, on purpose
 endif
+
+# WERROR=1 turns every warning into an error: CFLAGS (the trainer, the tests, the fuzz replays)
+# and NVCC_FLAGS (nvcc's own warnings and the host compiler's). It is on for `make test` (and so
+# in CI), off for the other goals unless given.
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+  WERROR ?= 1
+endif
+WERROR ?= 0
+ifeq ($(WERROR),1)
+  WERROR_CFLAGS = -Werror
+  WERROR_NVCC_FLAGS = -Werror all-warnings -Xcompiler -Werror
+else ifneq ($(WERROR),0)
+  $(error WERROR must be 0 or 1, not $(WERROR))
+endif
+CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-modes test-arith clean data/arithmetic
+.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -50,7 +69,7 @@ GPU_ARCH ?= 90
 PRECISION ?= BF16
 NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) \
 	-gencode arch=compute_$(GPU_ARCH),code=compute_$(GPU_ARCH) -DGPU_ARCH_BUILT=$(GPU_ARCH) \
-	-Xcompiler -Wall,-Wextra
+	-Xcompiler -Wall,-Wextra $(WERROR_NVCC_FLAGS)
 NVCC_LDLIBS = -lcublasLt -lcublas
 ifeq ($(PRECISION),FP32)
   PRECISION_FLAGS = -DENABLE_FP32
@@ -75,13 +94,19 @@ train_gpt2cu_fp32: $(CUDA_SOURCES) .cuda_flags
 test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
+# siamese.cuh compiles with only the names its header lists (tests/check_siamese_cuh.cu), both precisions
+SIAMESE_CHECKS = tests/bin/check_siamese_cuh_bf16.o tests/bin/check_siamese_cuh_fp32.o
+tests/bin/check_siamese_cuh_bf16.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+tests/bin/check_siamese_cuh_fp32.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -c $< -o $@
+
 check-cuda:
 	@if command -v $(NVCC) > /dev/null 2>&1; then \
-		$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 && \
+		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 && \
 		./test_gpt2cu && ./test_gpt2cu_fp32; \
 	else echo "check-cuda: skipped: $(NVCC) not found (CUDA trainer not built)"; fi
 
-.PHONY: check-cuda FORCE
 FORCE:
 
 # the default dataset, synthetic additions (common/arithmetic.h); rewriting it changes nothing
@@ -109,8 +134,19 @@ test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 test-modes:
 	bash tests/test_mode_dispatch.sh
 
-test: test-parity test-corrupt test-modes test-data test-arith test-train-cli test-fuzz-replay check-cuda
+# llm.c interop: tiny pre model -> llm.c float32 -> back (bit-identical, same loss), a bf16 file, refusals
+dev/llmc_convert: dev/llmc_convert.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-llmc: tests/bin/test_llmc dev/llmc_convert
+	./tests/bin/test_llmc dev/llmc_convert
+
+test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-fuzz-replay check-cuda
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
+		dev/llmc_convert
 	rm -rf tests/bin

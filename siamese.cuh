@@ -1,9 +1,31 @@
 /*
-siamese.cuh: how SiameseNorm maps onto a GPU. Included by train_gpt2.cu (which defines floatX,
-the warp helpers, ln_row_stats, ln_backward_means/ln_backward_value and column_grads); read it
-as a chapter of that file.
+siamese.cuh: how SiameseNorm maps onto a GPU. A chapter of train_gpt2.cu, included by it after
+its LayerNorm kernels, whose helpers it reuses.
 
-The model (SIAMESENORM.md). Two residual streams, X (post-norm-like) and Y (pre-norm-like),
+What the includer must define before `#include "siamese.cuh"` (train_gpt2.cu does, in Part 0 and
+the LayerNorm section of Part 1; tests/check_siamese_cuh.cu defines exactly this list and nothing
+more, and `make check-cuda` compiles it, so a new dependency fails there until it is listed here):
+
+    floatX                      type: float (FP32 build) or __nv_bfloat16, the storage of activations
+    ROW_WARPS                   macro: warps per block of a row kernel (one warp per row)
+    cudaCheckLaunch()           macro: checks the last kernel launch, fatal on error
+    int ceil_div(long a, long b)                          host: blocks needed for a elements
+    int row_blocks(int N)                                 host: blocks of a row kernel for N rows
+    __device__ int warp_row()                             the row of the calling warp
+    __device__ float warp_sum(float v)                    sum over the 32 lanes, every lane gets it
+    __device__ float2 ln_row_stats(const floatX* x, int C, int lane)        (mean, rstd) of a row
+    __device__ float2 ln_backward_means(const float* dout, const floatX* x, const floatX* w,
+                                        float mean, float rstd, int C, int lane)
+    __device__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, float2 means)
+    ColumnJob<float>, ColumnJobs<float>                   LayerNorm parameter-gradient jobs
+    ColumnJob<float> ln_job(float* dw, float* db, const float* dout, const floatX* inp,
+                            const float* mean, const float* rstd)
+    void column_grads(const ColumnJobs<float>& jobs, int njobs, int N, int C)
+                                                          deterministic column sums of up to 3 jobs
+
+The CUDA runtime (float2, make_float2, rsqrtf, kernel launches) is included below.
+
+The model (dev/MODEL.md). Two residual streams, X (post-norm-like) and Y (pre-norm-like),
 share every block F (attention or MLP). Around each block, per row of C channels:
 
     input side      a = LN(x; lnx)              normalise X
@@ -45,6 +67,9 @@ gradient here are fp32.
 */
 #ifndef SIAMESE_CUH
 #define SIAMESE_CUH
+
+#include <stddef.h>
+#include <cuda_runtime.h>
 
 // the three LayerNorms of one siamese input side, as parameters (floatX) or gradients (float)
 template <typename T>

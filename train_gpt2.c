@@ -1,7 +1,8 @@
 /*
 train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP, in one file.
 
-What this trains. A GPT-2 whose residual stream is wired in one of three ways (SIAMESENORM.md):
+What this trains. A GPT-2 whose residual stream is wired in one of three ways (dev/MODEL.md
+describes the model, its equations and its backward paths in full):
 
     pre      x = x + F(LN(x))          GPT-2. Stable, but x grows with depth and deep layers fade.
     post     x = LN(x + F(x))          The original Transformer. Expressive, hard to train.
@@ -688,12 +689,12 @@ static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
     point_parameters(&m->params, m->params_memory, m->param_sizes);
 }
 
+// our checkpoint, or llm.c's GPT-2 (float32 or bf16) as a pre-mode model (common/params.h)
 static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
-    GPT2Config cfg;
-    FILE* f = checkpoint_open(path, &cfg);
-    gpt2_init_params(m, &cfg);
-    fread_check(m->params_memory, sizeof(float), m->num_parameters, f, path);
-    fclose(f);
+    CheckpointFile ck;
+    checkpoint_open(&ck, path);
+    gpt2_init_params(m, &ck.config);
+    checkpoint_read_params(&ck, m->params_memory);
 }
 
 static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {

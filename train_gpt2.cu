@@ -1,7 +1,7 @@
 /*
 train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
 
-What this trains. The same model as train_gpt2.c (read its header and SIAMESENORM.md first): a
+What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
 that share every attention and MLP block). This file is the GPU version of that CPU reference,
 with the same structure, the same command line, the same checkpoints and the same step line
@@ -1049,12 +1049,12 @@ static void gpt2_upload_params(GPT2* m) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// our checkpoint, or llm.c's GPT-2 (float32 or bf16) as a pre-mode model (common/params.h)
 static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
-    GPT2Config cfg;
-    FILE* f = checkpoint_open(path, &cfg);
-    gpt2_init_params(m, &cfg);
-    fread_check(m->host_params, sizeof(float), m->num_parameters, f, path);
-    fclose(f);
+    CheckpointFile ck;
+    checkpoint_open(&ck, path);
+    gpt2_init_params(m, &ck.config);
+    checkpoint_read_params(&ck, m->host_params);
     gpt2_upload_params(m);
 }
 

@@ -6,7 +6,9 @@ the same format, so checkpoints move freely between the three implementations).
 A checkpoint is a 256-int32 header followed by every parameter as float32, in the order of the
 table below (README.md, "File formats"). The layout is the same for all three norm modes; the
 tensors that only SiameseNorm needs (the LayerNorms of the two streams) have size 0 in pre and
-post mode, so a pre-norm checkpoint is simply shorter.
+post mode, so a pre-norm checkpoint is simply shorter. checkpoint_open also reads llm.c's GPT-2
+checkpoints (float32 and bf16) as pre-mode models, and llmc_checkpoint_write exports a pre-mode
+model in llm.c's float32 format (the section at the end of this file).
 */
 #ifndef COMMON_PARAMS_H
 #define COMMON_PARAMS_H
@@ -17,6 +19,9 @@ post mode, so a pre-norm checkpoint is simply shorter.
 
 #define MODEL_MAGIC 20260208
 #define MODEL_VERSION 1
+#define LLMC_MAGIC 20240326     // llm.c's GPT-2 checkpoint (gpt2_124M.bin and its kin)
+#define LLMC_VERSION_FP32 3     // parameters as float32, padded vocabulary
+#define LLMC_VERSION_BF16 5     // parameters as bf16, padded vocabulary
 
 // ----------------------------------------------------------------------------
 // norm modes
@@ -167,7 +172,7 @@ static inline int param_tensor_is_ln_weight(int i) {
 }
 
 // ----------------------------------------------------------------------------
-// fresh initialisation, GPT-2's recipe for every norm mode (SIAMESENORM.md): weights N(0, 0.02),
+// fresh initialisation, GPT-2's recipe for every norm mode (dev/MODEL.md): weights N(0, 0.02),
 // the two residual output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1, bias 0.
 // The padded vocabulary rows of wte are 0 (they are never used as inputs nor as targets).
 
@@ -221,39 +226,135 @@ static inline GPT2Config checkpoint_config_from_header(const int header[256], co
     return c;
 }
 
-// opens a checkpoint, validates header and size, returns the config; the file is positioned at the parameters
-static inline FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
+// An open checkpoint file, header read and checked, positioned at the parameters. It is either
+// ours (MODEL_MAGIC, float32) or llm.c's GPT-2 (LLMC_MAGIC, float32 or bf16; see below), which
+// loads as a pre-mode model.
+typedef struct {
+    FILE* f;
+    const char* path;
+    GPT2Config config;
+    int bf16;  // 1: the parameters are stored as bf16 (llm.c version 5), 0: as float32
+} CheckpointFile;
+
+static inline GPT2Config llmc_config_from_header(const int header[256], const char* path, int* bf16);
+
+// opens a checkpoint, validates header and size (ck->config says what it holds)
+static inline void checkpoint_open(CheckpointFile* ck, const char* path) {
     FILE* f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
     if (size < 1024) { fatal("%s: file is truncated (%ld bytes, smaller than the header)", path, size); }
     int header[256];
     fread_check(header, sizeof(int), 256, f, path);
-    *cfg = checkpoint_config_from_header(header, path);
-    size_t expected = 1024 + sizeof(float) * count_parameters(cfg);
+    ck->f = f;
+    ck->path = path;
+    ck->bf16 = 0;
+    if (header[0] == LLMC_MAGIC) {
+        ck->config = llmc_config_from_header(header, path, &ck->bf16);
+    } else {
+        ck->config = checkpoint_config_from_header(header, path);
+    }
+    size_t expected = 1024 + (ck->bf16 ? 2 : sizeof(float)) * count_parameters(&ck->config);
     if ((size_t)size != expected) {
         fatal("%s: file has %ld bytes but its header describes %zu (truncated or corrupted)", path, size, expected);
     }
-    return f;
 }
 
-// writes header + parameters atomically (temporary file, fsync, rename)
-static inline void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
-    int header[256];
-    memset(header, 0, sizeof(header));
-    header[0] = MODEL_MAGIC;
-    header[1] = MODEL_VERSION;
+// reads every parameter (as float32, in the table's order) into `params` and closes the file
+static inline void checkpoint_read_params(CheckpointFile* ck, float* params) {
+    size_t n = count_parameters(&ck->config);
+    if (!ck->bf16) {
+        fread_check(params, sizeof(float), n, ck->f, ck->path);
+    } else {
+        // bf16 is the upper half of a float32: read a chunk of 16-bit words, widen it in place from
+        // the back (the words sit in the first half of the chunk's float space)
+        const size_t chunk = 1 << 20;
+        for (size_t i = 0; i < n; i += chunk) {
+            size_t m = n - i < chunk ? n - i : chunk;
+            unsigned char* words = (unsigned char*)(params + i);
+            fread_check(words, sizeof(uint16_t), m, ck->f, ck->path);
+            for (size_t j = m; j-- > 0;) {
+                uint16_t word;
+                memcpy(&word, words + 2 * j, sizeof(word));
+                uint32_t bits = (uint32_t)word << 16;
+                memcpy(params + i + j, &bits, sizeof(float));
+            }
+        }
+    }
+    fclose(ck->f);
+    ck->f = NULL;
+}
+
+// a header whose entries 2..7 hold the model's sizes (the same places in our format and llm.c's)
+static inline void checkpoint_header_sizes(int header[256], const GPT2Config* cfg) {
+    memset(header, 0, 256 * sizeof(int));
     header[2] = cfg->max_seq_len;
     header[3] = cfg->vocab_size;
     header[4] = cfg->num_layers;
     header[5] = cfg->num_heads;
     header[6] = cfg->channels;
     header[7] = cfg->padded_vocab_size;
-    header[8] = (int)cfg->norm_mode;
+}
+
+// header + float32 parameters, atomically (temporary file, fsync, rename)
+static inline void checkpoint_write_file(const char* path, const int header[256], const GPT2Config* cfg,
+                                         const float* params) {
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, header, sizeof(int), 256);
     atomic_write(&af, params, sizeof(float), count_parameters(cfg));
     atomic_commit(&af);
+}
+
+// writes our checkpoint: header + parameters, atomically
+static inline void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
+    int header[256];
+    checkpoint_header_sizes(header, cfg);
+    header[0] = MODEL_MAGIC;
+    header[1] = MODEL_VERSION;
+    header[8] = (int)cfg->norm_mode;
+    checkpoint_write_file(path, header, cfg, params);
+}
+
+// ----------------------------------------------------------------------------
+// llm.c's GPT-2 checkpoints
+//
+// A pre-mode model is GPT-2, and so is llm.c's model: same tensors, same roles. llm.c's file
+// (written by its train_gpt2.py: gpt2_124M.bin in float32, gpt2_124M_bf16.bin in bf16) is a
+// 256-int32 header, [0] magic 20240326, [1] version (3: float32, 5: bf16), [2] maxT, [3] V, [4] L,
+// [5] NH, [6] C, [7] Vp (the vocabulary padded to a multiple of 128, pad rows of wte zero), then
+// the 16 tensors wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb,
+// fcprojw, fcprojb, lnfw, lnfb with the same shapes as ours. Our table in pre mode holds exactly
+// these, in this order (the siamese-only tensors between them have size 0), so the parameter
+// bytes of a float32 llm.c file and of our pre-mode checkpoint are the same: only the header
+// differs. checkpoint_open reads llm.c files as pre-mode models; llmc_checkpoint_write exports.
+
+// the config of an llm.c header (always pre mode); *bf16 says how the parameters are stored
+static inline GPT2Config llmc_config_from_header(const int header[256], const char* path, int* bf16) {
+    if (header[1] != LLMC_VERSION_FP32 && header[1] != LLMC_VERSION_BF16) {
+        fatal("%s: llm.c checkpoint version %d is not supported (3: float32, 5: bf16, both with a padded vocabulary)",
+              path, header[1]);
+    }
+    *bf16 = header[1] == LLMC_VERSION_BF16;
+    int ours[256];  // the same sizes in our header, so that both formats pass the same checks
+    memset(ours, 0, sizeof(ours));
+    ours[0] = MODEL_MAGIC;
+    ours[1] = MODEL_VERSION;
+    for (int i = 2; i <= 7; i++) { ours[i] = header[i]; }
+    ours[8] = NORM_PRE;
+    return checkpoint_config_from_header(ours, path);
+}
+
+// writes a pre-mode model as llm.c's float32 checkpoint (version 3), atomically
+static inline void llmc_checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
+    if (cfg->norm_mode != NORM_PRE) {
+        fatal("cannot export a %s-mode model to llm.c: llm.c's GPT-2 is a pre-mode model",
+              NORM_MODE_NAMES[cfg->norm_mode]);
+    }
+    int header[256];
+    checkpoint_header_sizes(header, cfg);
+    header[0] = LLMC_MAGIC;
+    header[1] = LLMC_VERSION_FP32;
+    checkpoint_write_file(path, header, cfg, params);
 }
 
 #endif // COMMON_PARAMS_H

@@ -26,38 +26,16 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 // fatal errors: one line, non-zero exit
 
 #ifdef FUZZING
-// Fuzz builds only (dev/fuzz/): once a harness has armed fuzz_fatal_jump (setjmp), fatal() formats
-// its message into fuzz_fatal_message and jumps back to the harness instead of exiting, and the
-// files fopen_check opened are tracked so that the harness can close those an error left open.
-#include <setjmp.h>
-static jmp_buf fuzz_fatal_jump;
-static int fuzz_fatal_armed = 0;
-static char fuzz_fatal_message[2048];
-static FILE* fuzz_open_files[16];
-static inline void fuzz_track_file(FILE* f) {
-    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == NULL) { fuzz_open_files[i] = f; return; } }
-    abort();  // a reader holds more than 16 files open at once: a leak worth a crash
-}
-static inline int fuzz_fclose(FILE* f) {
-    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i] == f) { fuzz_open_files[i] = NULL; } }
-    return fclose(f);
-}
-static inline void fuzz_close_files(void) {
-    for (int i = 0; i < 16; i++) { if (fuzz_open_files[i]) { fclose(fuzz_open_files[i]); fuzz_open_files[i] = NULL; } }
-}
-#define fclose(f) fuzz_fclose(f)
+#include "fuzz_hooks.h"  // fuzz builds only (dev/fuzz/): fatal() returns to the harness instead of exiting
 #endif
 
 static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void fatal(const char* fmt, ...) {
 #ifdef FUZZING
-    if (fuzz_fatal_armed) {
-        va_list fuzz_args;
-        va_start(fuzz_args, fmt);
-        vsnprintf(fuzz_fatal_message, sizeof(fuzz_fatal_message), fmt, fuzz_args);
-        va_end(fuzz_args);
-        longjmp(fuzz_fatal_jump, 1);
-    }
+    va_list fuzz_args;
+    va_start(fuzz_args, fmt);
+    fuzz_catch_fatal(fmt, fuzz_args);  // does not return while a fuzz harness is armed
+    va_end(fuzz_args);
 #endif
     fflush(stdout);
     va_list args;

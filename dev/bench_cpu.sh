@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# CPU speed benchmark (issue 2): ms per training step of a fresh d12 (GPT-2 124M) model at
+# CPU speed benchmark: ms per training step of a fresh d12 (GPT-2 124M) model at
 # B=4, T=64 for each norm mode, with THREADS OpenMP threads (default 2), and PyTorch's CPU time for
 # the same model and batch (dev/train_gpt2.py, fp32, eager) when torch is installed. Prints the
 # median step time (the first step, which warms caches, is left out) and the ratios:
-#   pre / 3.0 s        llm.c's reference CPU trainer takes about 3.0 s/step here (goal <= 0.6)
+#   pre / 3.0 s        llm.c's reference CPU trainer takes about 3.0 s/step here (a reference
+#                      figure, not measured by this script; goal <= 0.6)
 #   siamese / pre      the price of the second stream (goal <= 1.08)
 #   ours / PyTorch     per mode (goal < 1)
 # Usage: dev/bench_cpu.sh [steps]      (env: THREADS=2, MODES="pre post siamese", DEPTH=d12)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU speed and memory benchmark (issue 6), meant for one H100/H200 (through the device tool):
+# GPU speed and memory benchmark, meant for one H100/H200:
 #   builds train_gpt2cu, writes a shard of random tokens, and for each fresh model in DEPTHS at
 #   T=1024:
 #   1. finds the largest micro-batch B in BATCHES (64 32 16 ...) at which train_gpt2cu siamese runs
@@ -10,7 +10,7 @@
 #   3. prints ms/step (median over the steps after WARMUP), tokens/s, MFU against the GPU's bf16
 #      dense peak, and peak GPU memory (nvidia-smi polled every 100 ms, minus the memory in use
 #      before the run; PyTorch also reports torch.cuda.max_memory_allocated),
-#   4. prints the issue's goals as ratios:
+#   4. prints the speed and memory goals of the CUDA trainer as ratios:
 #        siamese tok/s / compiled PyTorch siamese tok/s   >= 1.3
 #        siamese ms / pre ms                               <= 1.05
 #        MFU at d12 (siamese and pre)                      >= 45%
@@ -24,8 +24,8 @@
 #        bash dev/bench_gpu.sh --self-test      the parsing helpers on canned step lines
 # Env: DEPTHS="d12 d24" T=1024 BATCHES="64 32 16 8 4 2 1" STEPS=20 WARMUP=5 PEAK_TFLOPS=(from the
 #      GPU name) TORCH=1 (0 skips the PyTorch peer) TRAINER=./train_gpt2cu
-# Everything is also written under $OUT (when set, as on the device machine): bench_gpu.md (the
-# table) and logs/ (every run's output).
+# Everything is written under $OUT when that variable names a folder (else a new folder under /tmp):
+# bench_gpu.md (the table) and logs/ (every run's output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source dev/lib.sh

@@ -1,7 +1,7 @@
 """
 The PyTorch reference for SiameseNorm GPT-2: the model the C and CUDA trainers are checked against.
 
-It implements the three norm modes of ../shared/SIAMESENORM.md exactly:
+It implements the three norm modes described in dev/MODEL.md exactly:
     pre      x = x + F(LN(x))                       (GPT-2)
     post     x = LN(x + F(x))                       (original Transformer)
     siamese  a = LN_x(x); u = LN_in(a + LN_y(y)); z = F(u); x = a + z/c_l; y = y + z

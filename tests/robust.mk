@@ -1,4 +1,4 @@
-# tests/robust.mk: the trainer's robustness tests (issue 5), included by the top-level Makefile.
+# tests/robust.mk: the trainer's robustness tests, included by the top-level Makefile.
 #   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
 #   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
 #                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
@@ -7,7 +7,7 @@
 
 FUZZ_TARGETS := checkpoint state dataloader tokenizer
 FUZZ_REPLAY_BINS := $(addprefix tests/bin/replay_,$(FUZZ_TARGETS))
-ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -I. -Wno-unused-function -Wno-unknown-pragmas
+ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra $(WERROR_CFLAGS) -I. -Wno-unused-function -Wno-unknown-pragmas
 # the replays in `make test` check for undefined behaviour too where the compiler has UBSan
 REPLAY_UBSAN := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=undefined -x c - -o /dev/null 2>/dev/null \
 	&& echo -fsanitize=undefined -fno-sanitize-recover=all)
@@ -16,7 +16,7 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 .PHONY: test-train-cli test-fuzz-replay asan
 
 tests/bin/mkshard: tests/mkshard.c | tests/bin
-	$(CC) -O2 -Wall -Wextra -o $@ $<
+	$(CC) -O2 -Wall -Wextra $(WERROR_CFLAGS) -o $@ $<
 
 test-train-cli: train_gpt2 tests/bin/mkshard
 	bash tests/test_train_cli.sh
@@ -39,4 +39,8 @@ asan: | tests/bin
 	$(MAKE) --no-print-directory tests/bin/mkshard test-data-asan
 	for t in $(FUZZ_TARGETS); do ./tests/bin/replay_$${t}_asan tests/fuzz_regressions/$$t/* || exit 1; done
 	./tests/bin/test_gpt2_asan
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -fopenmp -I. -Wno-unused-function tests/test_llmc.c -o tests/bin/test_llmc_asan -lm
+	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -I. dev/llmc_convert.c -o tests/bin/llmc_convert_asan -lm
+	@# one thread: a child forked while OpenMP threads run makes LeakSanitizer report false leaks
+	OMP_NUM_THREADS=1 ./tests/bin/test_llmc_asan tests/bin/llmc_convert_asan
 	TRAIN=tests/bin/train_gpt2_asan bash tests/test_train_cli.sh

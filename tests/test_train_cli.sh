@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/test_train_cli.sh: end-to-end tests of the CPU trainer's robustness (issue 5).
+# tests/test_train_cli.sh: end-to-end tests of the CPU trainer's robustness.
 #
 #   bash tests/test_train_cli.sh            (make test runs it; TRAIN=... picks another binary)
 #

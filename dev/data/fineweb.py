@@ -2,7 +2,7 @@
 dev/data/fineweb.py: tokenize a FineWeb sample (HuggingFaceFW/fineweb) with GPT-2's tokenizer.
 
     pip install datasets
-    python dev/data/fineweb.py --version 10B --tiktoken ../shared/data/gpt2.tiktoken --workers 16
+    python dev/data/fineweb.py --version 10B --tiktoken /path/to/gpt2.tiktoken --workers 16
 
 Streams the "sample-10BT" (about 10 billion GPT-2 tokens, 20 GB of shards) or "sample-100BT"
 subset with the Hugging Face `datasets` package; apart from the `datasets` cache only the output

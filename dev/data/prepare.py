@@ -1,7 +1,7 @@
 """
 dev/data/prepare.py: turn any local UTF-8 text file into GPT-2 token shards.
 
-    python dev/data/prepare.py --input notes.txt --tiktoken ../shared/data/gpt2.tiktoken
+    python dev/data/prepare.py --input notes.txt --tiktoken /path/to/gpt2.tiktoken
     python dev/data/prepare.py --input big.txt --shard_tokens 10000000 --workers 4
 
 The text is cut into documents (--split: at blank lines, at every line, or not at all), each

@@ -1,8 +1,8 @@
 """
 dev/data/tinyshakespeare.py: tokenize the "tiny shakespeare" corpus with GPT-2's tokenizer.
 
-    python dev/data/tinyshakespeare.py --input ../shared/data/tinyshakespeare.txt \
-                                       --tiktoken ../shared/data/gpt2.tiktoken
+    python dev/data/tinyshakespeare.py --input /path/to/tinyshakespeare.txt \
+                                       --tiktoken /path/to/gpt2.tiktoken
 
 Without --input the text is downloaded from the char-rnn repository. The text is cut into
 documents at blank lines (each speech is one document, keeping its trailing blank line), every

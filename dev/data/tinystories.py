@@ -1,7 +1,7 @@
 """
 dev/data/tinystories.py: tokenize the TinyStories corpus (Eldan & Li, 2023) with GPT-2's tokenizer.
 
-    python dev/data/tinystories.py --tiktoken ../shared/data/gpt2.tiktoken --workers 8
+    python dev/data/tinystories.py --tiktoken /path/to/gpt2.tiktoken --workers 8
 
 Downloads TinyStories_all_data.tar.gz (about 1.5 GB, 50 JSON files with about 2.7 million short
 stories in all) from the Hugging Face hub unless --archive names a local copy. Every story is one

@@ -1,7 +1,8 @@
 /*
 dev/fuzz/fuzz.h: what the four fuzz harnesses share. Build with -DFUZZING (dev/fuzz/run.sh does):
-common/utils.h then makes fatal() jump back here instead of exiting, so a rejected input is an
-ordinary outcome, and tracks the files the readers open so that an error leaves none open.
+common/utils.h then includes common/fuzz_hooks.h, which makes fatal() jump back here instead of
+exiting, so a rejected input is an ordinary outcome, and tracks the files the readers open so that
+an error leaves none open.
 
 The readers take a path, so each input is written to a per-process temporary file first (removed
 again when the process exits normally).

@@ -1,6 +1,6 @@
 /*
 dev/fuzz/fuzz_checkpoint.c: libFuzzer harness for the checkpoint reader. The input is a model
-file; train_gpt2.c's gpt2_build_from_checkpoint (checkpoint_open + reading the parameters) loads
+file; train_gpt2.c's gpt2_build_from_checkpoint (checkpoint_open + checkpoint_read_params) loads
 it, and a model that loads runs one forward pass with targets on a few tokens (weights may be
 NaN or Inf: the forward pass must not crash on them).
 
@@ -17,11 +17,15 @@ the file to the size the header describes: the fuzzer then explores odd model sh
 
 static GPT2 model;
 static GPT2Config cfg;
+static int bf16;  // llm.c bf16 file: 2 bytes per parameter
 static uint8_t* resized;
 
-// 1 when the header is valid (then in cfg), 0 when the reader rejects it
+// 1 when the header (ours or llm.c's) is valid (then in cfg and bf16), 0 when the reader rejects it
 static int header_is_valid(const int* header) {
-    FUZZ_TRY(cfg = checkpoint_config_from_header(header, "header"), cfg.channels = 0);
+    bf16 = 0;
+    FUZZ_TRY(cfg = header[0] == LLMC_MAGIC ? llmc_config_from_header(header, "header", &bf16)
+                                           : checkpoint_config_from_header(header, "header"),
+             cfg.channels = 0);
     return cfg.channels > 0;
 }
 
@@ -31,7 +35,7 @@ static const uint8_t* maybe_resize(const uint8_t* data, size_t* size) {
     if (*size < sizeof(header)) { return data; }
     memcpy(header, data, sizeof(header));
     if (header[255] != RESIZE_MARK || !header_is_valid(header)) { return data; }
-    size_t want = sizeof(header) + sizeof(float) * count_parameters(&cfg);
+    size_t want = sizeof(header) + (bf16 ? 2 : sizeof(float)) * count_parameters(&cfg);
     if (want > (1u << 20)) { return data; }
     resized = (uint8_t*)malloc_check(want, "resized input");
     size_t body = *size - sizeof(header);

@@ -70,6 +70,22 @@ int main(int argc, char** argv) {
         char name[64];
         snprintf(name, sizeof(name), "tiny_%s.bin", NORM_MODE_NAMES[mode]);
         checkpoint_write(seed_path("checkpoint", name), &c, p);
+        if (mode == NORM_PRE) {  // the same model as llm.c's float32 file and as its bf16 file
+            llmc_checkpoint_write(seed_path("checkpoint", "tiny_llmc.bin"), &c, p);
+            int header[256];
+            checkpoint_header_sizes(header, &c);
+            header[0] = LLMC_MAGIC;
+            header[1] = LLMC_VERSION_BF16;
+            FILE* f = fopen_check(seed_path("checkpoint", "tiny_llmc_bf16.bin"), "wb");
+            fwrite(header, sizeof(header), 1, f);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t bits;
+                memcpy(&bits, p + i, sizeof(bits));
+                uint16_t top = (uint16_t)(bits >> 16);
+                fwrite(&top, sizeof(top), 1, f);
+            }
+            fclose(f);
+        }
         free(p);
     }
     // the harness resizes a file marked "zzzz" at the end of its header to the size the header
