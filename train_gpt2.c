@@ -673,7 +673,18 @@ typedef struct {
     int* targets;             // (B, T) its targets, or none
     int has_targets;
     float mean_loss;          // of the last forward pass with targets
+    // NULL in training. test_gpt2.c sets it to see the stream gradients: gpt2_backward calls it at
+    // every sublayer boundary b (2L down to 0) with dL/dx and dL/dy there (dy NULL outside siamese).
+    void (*stream_grad_hook)(void* ctx, int boundary, const float* dx, const float* dy);
+    void* stream_grad_ctx;
 } GPT2;
+
+static void observe_stream_grads(GPT2* m, int boundary) {
+    if (m->stream_grad_hook) {
+        const float* dy = m->config.norm_mode == NORM_SIAMESE ? m->scratch.dy : NULL;
+        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->scratch.dx, dy);
+    }
+}
 
 // sets the config and allocates the parameters (not yet initialised)
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
@@ -920,6 +931,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C,
                            sc->ln_partials);
     }
+    observe_stream_grads(m, 2 * L);
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
@@ -950,6 +962,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                    sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
                                    a->lnsum + k * N, BT, C, sc->ln_partials);
         }
+        observe_stream_grads(m, k);
     }
 
     // the embedding feeds both streams in siamese mode

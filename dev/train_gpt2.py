@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 NORM_MODES = ["pre", "post", "siamese"]
 MODEL_MAGIC, MODEL_VERSION = 20260208, 1
-DUMP_MAGIC, DUMP_VERSION = 20260209, 1
+DUMP_MAGIC, DUMP_VERSION = 20260209, 2
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 
 # -----------------------------------------------------------------------------
@@ -66,9 +66,10 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.use_sdpa = use_sdpa
 
-    def forward(self, u):
+    def forward(self, u, record=None):
         B, T, C = u.size()
-        q, k, v = self.c_attn(u).split(C, dim=2)
+        qkv = self.c_attn(u)
+        q, k, v = qkv.split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if self.use_sdpa:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -77,7 +78,10 @@ class CausalSelfAttention(nn.Module):
             mask = torch.ones(T, T, dtype=torch.bool, device=u.device).tril()
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             y = att @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        if record is not None:
+            record += [("qkv", qkv), ("atty", y)]
+        return self.c_proj(y)
 
 
 class MLP(nn.Module):
@@ -86,8 +90,12 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
 
-    def forward(self, u):
-        return self.c_proj(F.gelu(self.c_fc(u), approximate="tanh"))
+    def forward(self, u, record=None):
+        fch = self.c_fc(u)
+        fch_gelu = F.gelu(fch, approximate="tanh")
+        if record is not None:
+            record += [("fch", fch), ("fch_gelu", fch_gelu)]
+        return self.c_proj(fch_gelu)
 
 
 class Block(nn.Module):
@@ -106,22 +114,45 @@ class Block(nn.Module):
             self.lnx2, self.lny2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c = math.sqrt(2 * (layer_idx + 1))  # c_l, the X-stream scale (siamese only)
 
-    def siamese_sublayer(self, x, y, lnx, lny, lnin, f):
-        a = lnx(x)                    # normalise the Post-Norm stream X
-        u = lnin(a + lny(y))          # the block input sees both streams
-        z = f(u)                      # the shared block runs once
-        return a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
-
-    def forward(self, x, y):
+    def sublayer(self, s, x, y, record=None):
+        """Sublayer s (0 attention, 1 MLP): the streams after it. `record`, when given, collects the
+        activations in the order of the debug-state dump (README.md, "Debug-state dump")."""
+        rec = (lambda name, t: record.append((name, t))) if record is not None else (lambda name, t: None)
+        f = self.attn if s == 0 else self.mlp
+        ln = self.ln1 if s == 0 else self.ln2
         if self.mode == "pre":
-            x = x + self.attn(self.ln1(x))
-            x = x + self.mlp(self.ln2(x))
+            u = ln(x)
+            rec("u", u)
+            z = f(u, record)
+            x = x + z
+            rec("z", z)
+            rec("x", x)
         elif self.mode == "post":
-            x = self.ln1(x + self.attn(x))
-            x = self.ln2(x + self.mlp(x))
+            z = f(x, record)
+            r = x + z
+            x = ln(r)
+            rec("z", z)
+            rec("x+z", r)
+            rec("x", x)
         else:
-            x, y = self.siamese_sublayer(x, y, self.lnx1, self.lny1, self.ln1, self.attn)
-            x, y = self.siamese_sublayer(x, y, self.lnx2, self.lny2, self.ln2, self.mlp)
+            lnx, lny = (self.lnx1, self.lny1) if s == 0 else (self.lnx2, self.lny2)
+            a = lnx(x)                    # normalise the Post-Norm stream X
+            ly = lny(y)
+            sm = a + ly
+            u = ln(sm)                    # the block input sees both streams
+            for name, t in (("a", a), ("LN(y)", ly), ("a+LN(y)", sm), ("u", u)):
+                rec(name, t)
+            z = f(u, record)              # the shared block runs once
+            x, y = a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
+            for name, t in (("z", z), ("x", x), ("y", y)):
+                rec(name, t)
+        return x, y
+
+    def forward(self, x, y, record=None, boundaries=None):
+        for s in (0, 1):
+            x, y = self.sublayer(s, x, y, record)
+            if boundaries is not None:
+                boundaries.append((x, y))
         return x, y
 
 
@@ -154,23 +185,37 @@ class GPT(nn.Module):
                 nn.init.zeros_(p)
         self.wte.weight[self.config.vocab_size:].zero_()
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, record=None, boundaries=None):
+        """logits (B, T, Vp) and the mean loss. For the debug-state dump: `record` collects the
+        activations in forward order as (name, tensor); `boundaries` the streams (x, y) at every
+        sublayer boundary (y is None outside siamese mode)."""
         B, T = idx.size()
         assert T <= self.config.block_size, f"sequence length {T} > block size {self.config.block_size}"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
-        y = x if self.config.norm_mode == "siamese" else None  # both streams start as the embedding
+        if record is not None:
+            record.append(("e", x))
+        # both streams start as the embedding (copies, so that each stream has its own gradient)
+        x, y = (x.clone(), x.clone()) if self.config.norm_mode == "siamese" else (x, None)
+        if boundaries is not None:
+            boundaries.append((x, y))
         for block in self.h:
-            x, y = block(x, y)
+            x, y = block(x, y, record, boundaries)
         if self.config.norm_mode == "siamese":
-            h = self.lnf(self.lnfx(x) + self.lnfy(y))  # merge the streams, then the final LN
+            merged = self.lnfx(x) + self.lnfy(y)  # merge the streams, then the final LN
+            h = self.lnf(merged)
+            if record is not None:
+                record.append(("LN(x)+LN(y)", merged))
         else:
             h = self.lnf(x)
+        if record is not None:
+            record.append(("h", h))
         logits = F.linear(h, self.wte.weight)  # (B, T, Vp)
         loss = None
         if targets is not None:
             V = self.config.vocab_size
-            loss = F.cross_entropy(logits[..., :V].reshape(-1, V).float(), targets.reshape(-1))
+            lg = logits[..., :V].reshape(-1, V)
+            loss = F.cross_entropy(lg if lg.dtype == torch.float64 else lg.float(), targets.reshape(-1))
         return logits, loss
 
     def optimizer_groups(self, weight_decay):
@@ -266,26 +311,59 @@ def read_model(path, use_sdpa=True):
 
 # the tiny configuration of the stored dumps: 3 layers, head size 16, a vocabulary padded 200 -> 256
 DUMP_CONFIG = dict(block_size=64, vocab_size=200, padded_vocab_size=256, n_layer=3, n_head=2, n_embd=32)
-DUMP_B, DUMP_T, DUMP_STEPS = 4, 32, 10
+DUMP_B, DUMP_T, DUMP_STEPS = 2, 32, 10
 # the AdamW settings of the 10 test steps (stored in the dump header, read by the C tests)
 DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP = 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.7
 
 
+@torch.no_grad()
+def perturb(model, seed):
+    """Makes every parameter tensor distinct: a fresh model's LayerNorms are the identity (weight 1,
+    bias 0) and its biases 0, so a trainer that used one LayerNorm or bias in place of another would
+    compute the same numbers. Seeded: LayerNorm weights 1 + N(0, 0.2), LayerNorm biases N(0, 0.2),
+    linear biases N(0, 0.05). The padded vocabulary rows of wte stay 0."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        if p.dim() != 1:
+            continue
+        is_ln = ".ln" in name or name.startswith("ln")
+        noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+        if is_ln and name.endswith("weight"):
+            p.add_(0.2 * noise)
+        else:
+            p.add_((0.2 if is_ln else 0.05) * noise)
+
+
 def write_dumps(outdir):
+    """For every norm mode: a tiny model with perturbed LayerNorms and biases (model.bin, float32) and
+    its debug-state dump, computed in float64 from the float32 parameters and stored as float32, so
+    that the reference carries (almost) no rounding error of its own."""
     torch.use_deterministic_algorithms(True)
     g = torch.Generator().manual_seed(42)
     tokens = torch.randint(0, DUMP_CONFIG["vocab_size"], (DUMP_B, DUMP_T + 1), generator=g)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    for mode in NORM_MODES:
+    f32 = lambda t: t.detach().to(torch.float32).contiguous().numpy()
+    for mode_index, mode in enumerate(NORM_MODES):
         torch.manual_seed(1337)
         model = GPT(GPTConfig(norm_mode=mode, **DUMP_CONFIG), use_sdpa=False)
+        perturb(model, 2000 + mode_index)
         os.makedirs(os.path.join(outdir, mode), exist_ok=True)
         write_model(model, os.path.join(outdir, mode, "model.bin"))
-        # forward and backward of the initial model
-        logits, loss = model(x, y)
+        model.double()  # exact: every float32 parameter is a float64
+        # forward and backward of the initial model, keeping the activations and stream gradients
+        record, boundaries = [], []
+        logits, loss = model(x, y, record, boundaries)
+        for bx, by in boundaries:
+            bx.retain_grad()
+            if by is not None:
+                by.retain_grad()
         loss.backward()
         grads = flat_tensors(model, grads=True)
-        first = (logits.detach().numpy().astype(np.float32).copy(), np.float32(loss.item()))
+        first = (f32(logits), np.float32(loss.item()))
+        acts = [f32(t) for _, t in record]
+        stream_grads = []
+        for bx, by in reversed(boundaries):  # backward order: the last boundary first
+            stream_grads += [f32(bx.grad)] + ([f32(by.grad)] if by is not None else [])
         # 10 AdamW steps on the same batch, with clipping, as the C test does them
         opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=DUMP_LR, betas=(DUMP_BETA1, DUMP_BETA2),
                                 eps=DUMP_EPS, foreach=False, fused=False)
@@ -297,16 +375,19 @@ def write_dumps(outdir):
             norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP).item())
             opt.step()
             losses.append(loss.item())
+        cfg = model.config
         header = np.zeros(256, dtype=np.int32)
-        header[:8] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, DUMP_CONFIG["vocab_size"],
-                      DUMP_CONFIG["padded_vocab_size"], DUMP_STEPS, NORM_MODES.index(mode)]
+        header[:13] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, cfg.vocab_size, cfg.padded_vocab_size, DUMP_STEPS,
+                       mode_index, len(acts), len(stream_grads), cfg.n_layer, cfg.n_embd, cfg.n_head]
         hyper = [DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP]
         header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
         write_atomic(os.path.join(outdir, mode, "debug_state.bin"),
                      [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), first[0],
-                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)])
+                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)]
+                     + acts + stream_grads)
         print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
-              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params")
+              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params "
+              f"| {len(acts)} activations: {' '.join(n for n, _ in record[:12])} ...")
 
 # -----------------------------------------------------------------------------
 # training on llm.c token shards
