@@ -1024,7 +1024,19 @@ typedef struct {
     int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
     float* d_norm_partials;        // device (NORM_BLOCKS)
     float* host_norm_partials;
+    // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
+    // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
+    // outside siamese mode).
+    void (*stream_grad_hook)(void* ctx, int boundary, const float* dx, const float* dy);
+    void* stream_grad_ctx;
 } GPT2;
+
+static void observe_stream_grads(GPT2* m, int boundary) {
+    if (m->stream_grad_hook) {
+        const float* dy = m->config.norm_mode == NORM_SIAMESE ? m->sf.dy : NULL;
+        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->sf.dx, dy);
+    }
+}
 
 // sets the config and allocates the parameters on host and device (not yet initialised)
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
@@ -1360,6 +1372,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     } else {
         layernorm_backward(sf->dx, NULL, g->lnfw, g->lnfb, sf->du, x_final, p->lnfw, f->lnf_mean, f->lnf_rstd, BT, C, 0);
     }
+    observe_stream_grads(m, 2 * L);
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
@@ -1388,6 +1401,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                    sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
                                    a->lnsum + k * N, BT, C);
         }
+        observe_stream_grads(m, k);
     }
 
     // the embedding feeds both streams in siamese mode: dL/de = dx + dy

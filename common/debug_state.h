@@ -147,6 +147,37 @@ static inline void dump_tensor_place(const DumpTensor* t, int L, char* buf, size
     }
 }
 
+// Where a forward tensor lives in a trainer's activations: train_gpt2.c's ActivationTensors and
+// train_gpt2.cu's ActivationsX name and lay out these buffers alike. dump_tensor_source returns the
+// buffer and sets *offset (in elements; N = B*T*C). LN(y) is not stored: its source is a+LN(y),
+// from which the caller subtracts a (DT_A, same offset).
+typedef enum {
+    DF_RESX, DF_RESY, DF_LNX, DF_LNSUM, DF_BLOCKIN, DF_QKV, DF_ATTY, DF_FCH, DF_FCH_GELU, DF_BLOCKOUT,
+    DF_LNFSUM, DF_LNF, DF_LOGITS, NUM_DUMP_FIELDS
+} DumpField;
+
+static inline DumpField dump_tensor_source(const DumpTensor* t, size_t N, size_t* offset) {
+    size_t k = t->k < 0 ? 0 : (size_t)t->k, l = k / 2;
+    *offset = k * N;
+    switch (t->kind) {
+        case DT_E: *offset = 0; return DF_RESX;
+        case DT_A: return DF_LNX;
+        case DT_LNY: case DT_S: case DT_R: return DF_LNSUM;
+        case DT_U: return DF_BLOCKIN;
+        case DT_QKV: *offset = l * 3 * N; return DF_QKV;
+        case DT_ATTY: *offset = l * N; return DF_ATTY;
+        case DT_FCH: *offset = l * 4 * N; return DF_FCH;
+        case DT_FCH_GELU: *offset = l * 4 * N; return DF_FCH_GELU;
+        case DT_Z: return DF_BLOCKOUT;
+        case DT_X: *offset = (k + 1) * N; return DF_RESX;
+        case DT_Y: *offset = (k + 1) * N; return DF_RESY;
+        case DT_FINAL_S: *offset = 0; return DF_LNFSUM;
+        case DT_H: *offset = 0; return DF_LNF;
+        case DT_LOGITS: *offset = 0; return DF_LOGITS;
+        default: fatal("dump tensor kind %d is not a forward tensor", (int)t->kind);
+    }
+}
+
 // sets every list entry's ref to its place in the data (the logits in ds->logits)
 static inline void debug_state_point(DebugState* ds) {
     float* p = ds->acts;

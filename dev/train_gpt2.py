@@ -8,10 +8,13 @@ It implements the three norm modes of ../shared/SIAMESENORM.md exactly:
              with c_l = sqrt(2(l+1)), and at the end h = LN_f(LN_fx(x) + LN_fy(y))
 
 It does three jobs:
-1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint and a debug-state dump
-   (tokens, targets, logits, loss, every parameter gradient, the losses of 10 AdamW steps). These are
-   the files test_gpt2.c / test_gpt2.cu compare against. The dumps in data/test were made with
+1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint (LayerNorms and biases
+   perturbed) and a debug-state dump computed in float64 (tokens, targets, every forward activation,
+   logits, loss, the stream gradients at every sublayer boundary, every parameter gradient, the
+   losses of 10 AdamW steps). These are the files test_gpt2.c / test_gpt2.cu compare against. The
+   dumps in data/test were made with
        python dev/train_gpt2.py --write_dumps data/test
+   `--check_dumps DIR` checks dumps that `./test_gpt2 --write DIR SHAPE` wrote against this model.
 2. Training on llm.c token shards, on CPU or CUDA, fp32 or bf16 autocast, optionally compiled: the
    PyTorch peer in benchmarks. Example:
        python dev/train_gpt2.py -i "data/tinyshakespeare/*train*.bin" -j "data/tinyshakespeare/*val*.bin" -e d6 -N siamese
@@ -334,6 +337,19 @@ def perturb(model, seed):
             p.add_((0.2 if is_ln else 0.05) * noise)
 
 
+def recorded_forward_backward(model, x, y):
+    """Forward and backward, keeping the activations (record) and the streams at every sublayer
+    boundary with their gradients (boundaries: (x, y) pairs, .grad set)."""
+    record, boundaries = [], []
+    logits, loss = model(x, y, record, boundaries)
+    for bx, by in boundaries:
+        bx.retain_grad()
+        if by is not None:
+            by.retain_grad()
+    loss.backward()
+    return logits, loss, record, boundaries
+
+
 def write_dumps(outdir):
     """For every norm mode: a tiny model with perturbed LayerNorms and biases (model.bin, float32) and
     its debug-state dump, computed in float64 from the float32 parameters and stored as float32, so
@@ -351,13 +367,7 @@ def write_dumps(outdir):
         write_model(model, os.path.join(outdir, mode, "model.bin"))
         model.double()  # exact: every float32 parameter is a float64
         # forward and backward of the initial model, keeping the activations and stream gradients
-        record, boundaries = [], []
-        logits, loss = model(x, y, record, boundaries)
-        for bx, by in boundaries:
-            bx.retain_grad()
-            if by is not None:
-                by.retain_grad()
-        loss.backward()
+        logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
         grads = flat_tensors(model, grads=True)
         first = (f32(logits), np.float32(loss.item()))
         acts = [f32(t) for _, t in record]
@@ -388,6 +398,85 @@ def write_dumps(outdir):
         print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
               f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params "
               f"| {len(acts)} activations: {' '.join(n for n, _ in record[:12])} ...")
+
+
+def scaled_max_error(ours, ref):
+    """max|ours - ref| / max|ref|, the error measure of the C tests (common/debug_state.h)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    scale = np.abs(ref).max()
+    err = np.abs(np.asarray(ours, dtype=np.float64) - ref).max()
+    return err / scale if scale > 0 else err
+
+
+def check_dumps(dumpdir):
+    """Checks dumps written by another implementation (`./test_gpt2 --write DIR SHAPE`) against this
+    model in float64, with test_gpt2.c's error measure and tolerances. Returns the number of failures."""
+    torch.use_deterministic_algorithms(True)
+    tol = dict(forward=1e-5, loss=1e-6, backward=1e-5, grads=1e-5, steps=1e-6)
+    failures = 0
+    for mode_index, mode in enumerate(NORM_MODES):
+        model = read_model(os.path.join(dumpdir, mode, "model.bin"), use_sdpa=False).double()
+        cfg = model.config
+        path = os.path.join(dumpdir, mode, "debug_state.bin")
+        with open(path, "rb") as f:
+            header = np.frombuffer(f.read(1024), dtype=np.int32)
+            data = f.read()
+        if header[0] != DUMP_MAGIC or header[1] != DUMP_VERSION:
+            sys.exit(f"error: {path}: not a version {DUMP_VERSION} debug-state dump")
+        B, T, steps = int(header[2]), int(header[3]), int(header[6])
+        lr, beta1, beta2, eps, wd, clip = struct.unpack("<6f", header[16:22].tobytes())
+        ints = np.frombuffer(data, dtype=np.int32, count=2 * B * T)
+        floats = np.frombuffer(data, dtype=np.float32, offset=8 * B * T)
+        x = torch.from_numpy(ints[:B * T].astype(np.int64)).view(B, T)
+        y = torch.from_numpy(ints[B * T:].astype(np.int64)).view(B, T)
+        P = sum(t.numel() for _, ts in model.layout() for t in ts)
+        n_logits = B * T * cfg.padded_vocab_size
+        pos = 0
+
+        def take(n):
+            nonlocal pos
+            pos += n
+            return floats[pos - n:pos]
+
+        ref_logits, ref_loss, ref_grads, ref_losses = take(n_logits), take(1)[0], take(P), take(steps)
+        logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
+        errs = {k: [] for k in tol}
+        for name, t in record:
+            errs["forward"].append((scaled_max_error(take(t.numel()), t.detach().numpy().ravel()), name))
+        V = cfg.vocab_size
+        errs["forward"].append((scaled_max_error(ref_logits.reshape(B * T, -1)[:, :V],
+                                                 logits.detach().numpy().reshape(B * T, -1)[:, :V]), "logits"))
+        errs["loss"].append((abs(ref_loss - loss.item()) / abs(loss.item()), "loss"))
+        for bx, by in reversed(boundaries):
+            for name, t in (("dx", bx), ("dy", by)):
+                if t is not None:
+                    errs["backward"].append((scaled_max_error(take(t.numel()), t.grad.numpy().ravel()), name))
+        if pos != floats.size:
+            sys.exit(f"error: {path}: {floats.size - pos} floats left over (not laid out as this model's dump)")
+        offset = 0
+        for name, tensors in model.layout():
+            n = sum(t.numel() for t in tensors)
+            if n:
+                ours = torch.cat([t.grad.reshape(-1) for t in tensors]).numpy()
+                errs["grads"].append((scaled_max_error(ref_grads[offset:offset + n], ours), name))
+            offset += n
+        opt = torch.optim.AdamW(model.optimizer_groups(wd), lr=lr, betas=(beta1, beta2), eps=eps, foreach=False, fused=False)
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            _, loss = model(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            errs["steps"].append((abs(ref_losses[step] - loss.item()) / abs(loss.item()), f"step {step}"))
+        line = []
+        for kind, values in errs.items():
+            worst, name = max(values, key=lambda e: e[0]) if values else (0.0, "-")
+            bad = [n for e, n in values if not e <= tol[kind]]
+            failures += len(bad)
+            line.append(f"{kind} {worst:.1e} ({name}){' FAIL: ' + ' '.join(bad[:8]) if bad else ''}")
+        print(f"{mode:8s} L {cfg.n_layer} C {cfg.n_embd} NH {cfg.n_head} V {V} B {B} T {T} | worst: " + " | ".join(line))
+    print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors or losses over tolerance")
+    return failures
 
 # -----------------------------------------------------------------------------
 # training on llm.c token shards
@@ -518,6 +607,8 @@ def train(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--write_dumps", metavar="DIR", help="write the reference dumps for test_gpt2 and exit")
+    p.add_argument("--check_dumps", metavar="DIR", help="check dumps written by ./test_gpt2 --write DIR SHAPE against "
+                   "this model in float64 and exit (status 1 if over test_gpt2's tolerances)")
     p.add_argument("-i", dest="input", help="train token shards (glob)")
     p.add_argument("-j", dest="val", default="", help="val token shards (glob)")
     p.add_argument("-e", dest="init", default="d12", help="checkpoint path, or dN for a fresh model of depth N")
@@ -545,6 +636,8 @@ def main():
     if args.write_dumps:
         write_dumps(args.write_dumps)
         return
+    if args.check_dumps:
+        sys.exit(1 if check_dumps(args.check_dumps) else 0)
     if not args.input:
         p.error("-i (train shards) is required unless --write_dumps is given")
     if min(args.B, args.T, args.steps) <= 0:
