@@ -116,6 +116,7 @@ class Block(nn.Module):
             self.lnx1, self.lny1 = nn.LayerNorm(C), nn.LayerNorm(C)
             self.lnx2, self.lny2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c = math.sqrt(2 * (layer_idx + 1))  # c_l, the X-stream scale (siamese only)
+        self.layer_idx = layer_idx
 
     def sublayer(self, s, x, y, record=None):
         """Sublayer s (0 attention, 1 MLP): the streams after it. `record`, when given, collects the
@@ -153,7 +154,11 @@ class Block(nn.Module):
 
     def forward(self, x, y, record=None, boundaries=None):
         for s in (0, 1):
+            start = len(record) if record is not None else 0
             x, y = self.sublayer(s, x, y, record)
+            if record is not None:  # names as test_gpt2 prints them: "layer 1 attn LN(y)"
+                place = f"layer {self.layer_idx} {('attn', 'mlp')[s]}"
+                record[start:] = [(f"{place} {name}", t) for name, t in record[start:]]
             if boundaries is not None:
                 boundaries.append((x, y))
         return x, y
@@ -197,7 +202,7 @@ class GPT(nn.Module):
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         if record is not None:
-            record.append(("e", x))
+            record.append(("embedding e", x))
         # both streams start as the embedding (copies, so that each stream has its own gradient)
         x, y = (x.clone(), x.clone()) if self.config.norm_mode == "siamese" else (x, None)
         if boundaries is not None:
@@ -208,11 +213,11 @@ class GPT(nn.Module):
             merged = self.lnfx(x) + self.lnfy(y)  # merge the streams, then the final LN
             h = self.lnf(merged)
             if record is not None:
-                record.append(("LN(x)+LN(y)", merged))
+                record.append(("final LN(x)+LN(y)", merged))
         else:
             h = self.lnf(x)
         if record is not None:
-            record.append(("h", h))
+            record.append(("final h", h))
         logits = F.linear(h, self.wte.weight)  # (B, T, Vp)
         loss = None
         if targets is not None:
@@ -397,7 +402,7 @@ def write_dumps(outdir):
                      + acts + stream_grads)
         print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
               f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params "
-              f"| {len(acts)} activations: {' '.join(n for n, _ in record[:12])} ...")
+              f"| {len(acts)} activations: {', '.join(n for n, _ in record[:6])} ...")
 
 
 def scaled_max_error(ours, ref):
@@ -445,12 +450,13 @@ def check_dumps(dumpdir):
             errs["forward"].append((scaled_max_error(take(t.numel()), t.detach().numpy().ravel()), name))
         V = cfg.vocab_size
         errs["forward"].append((scaled_max_error(ref_logits.reshape(B * T, -1)[:, :V],
-                                                 logits.detach().numpy().reshape(B * T, -1)[:, :V]), "logits"))
+                                                 logits.detach().numpy().reshape(B * T, -1)[:, :V]), "final logits"))
         errs["loss"].append((abs(ref_loss - loss.item()) / abs(loss.item()), "loss"))
-        for bx, by in reversed(boundaries):
-            for name, t in (("dx", bx), ("dy", by)):
+        for b in reversed(range(len(boundaries))):
+            place = "embedding" if b == 0 else f"after layer {(b - 1) // 2} {('attn', 'mlp')[(b - 1) % 2]}"
+            for name, t in zip(("dx", "dy"), boundaries[b]):
                 if t is not None:
-                    errs["backward"].append((scaled_max_error(take(t.numel()), t.grad.numpy().ravel()), name))
+                    errs["backward"].append((scaled_max_error(take(t.numel()), t.grad.numpy().ravel()), f"{place} {name}"))
         if pos != floats.size:
             sys.exit(f"error: {path}: {floats.size - pos} floats left over (not laid out as this model's dump)")
         offset = 0
@@ -473,7 +479,7 @@ def check_dumps(dumpdir):
             worst, name = max(values, key=lambda e: e[0]) if values else (0.0, "-")
             bad = [n for e, n in values if not e <= tol[kind]]
             failures += len(bad)
-            line.append(f"{kind} {worst:.1e} ({name}){' FAIL: ' + ' '.join(bad[:8]) if bad else ''}")
+            line.append(f"{kind} {worst:.1e} ({name}){' FAIL: ' + ', '.join(bad[:8]) if bad else ''}")
         print(f"{mode:8s} L {cfg.n_layer} C {cfg.n_embd} NH {cfg.n_head} V {V} B {B} T {T} | worst: " + " | ".join(line))
     print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors or losses over tolerance")
     return failures
