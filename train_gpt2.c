@@ -677,7 +677,18 @@ typedef struct {
     int* targets;             // (B, T) its targets, or none
     int has_targets;
     float mean_loss;          // of the last forward pass with targets
+    // NULL in training. test_gpt2.c sets it to see the stream gradients: gpt2_backward calls it at
+    // every sublayer boundary b (2L down to 0) with dL/dx and dL/dy there (dy NULL outside siamese).
+    void (*stream_grad_hook)(void* ctx, int boundary, const float* dx, const float* dy);
+    void* stream_grad_ctx;
 } GPT2;
+
+static void observe_stream_grads(GPT2* m, int boundary) {
+    if (m->stream_grad_hook) {
+        const float* dy = m->config.norm_mode == NORM_SIAMESE ? m->scratch.dy : NULL;
+        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->scratch.dx, dy);
+    }
+}
 
 // sets the config and allocates the parameters (not yet initialised)
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
@@ -936,6 +947,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                    final_stats(a), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
             break;
     }
+    observe_stream_grads(m, 2 * L);
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
@@ -971,6 +983,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                        a->lnsum + k * N, BT, C, sc->ln_partials);
                 break;
         }
+        observe_stream_grads(m, k);
     }
 
     // the embedding feeds both streams when there are two

@@ -1027,7 +1027,19 @@ typedef struct {
     int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
     float* d_norm_partials;        // device (NORM_BLOCKS)
     float* host_norm_partials;
+    // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
+    // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
+    // outside siamese mode).
+    void (*stream_grad_hook)(void* ctx, int boundary, const float* dx, const float* dy);
+    void* stream_grad_ctx;
 } GPT2;
+
+static void observe_stream_grads(GPT2* m, int boundary) {
+    if (m->stream_grad_hook) {
+        const float* dy = m->config.norm_mode == NORM_SIAMESE ? m->sf.dy : NULL;
+        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->sf.dx, dy);
+    }
+}
 
 // sets the config and allocates the parameters on host and device (not yet initialised)
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
@@ -1376,6 +1388,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                    final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
             break;
     }
+    observe_stream_grads(m, 2 * L);
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
@@ -1408,6 +1421,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                        a->lnsum + k * N, BT, C);
                 break;
         }
+        observe_stream_grads(m, k);
     }
 
     // the embedding feeds both streams when there are two: dL/de = dx + dy

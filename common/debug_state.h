@@ -1,9 +1,28 @@
 /*
-common/debug_state.h: reading the PyTorch debug-state dumps (README.md, "Debug-state dump") and
-measuring errors against them; shared by test_gpt2.c (CPU) and test_gpt2.cu (GPU).
+common/debug_state.h: the debug-state dumps (README.md, "Debug-state dump"): reading and writing
+them, and measuring a trainer's numbers against them; shared by test_gpt2.c (CPU) and test_gpt2.cu
+(GPU). The dumps come from `python dev/train_gpt2.py --write_dumps DIR` (PyTorch, in float64) or
+from `./test_gpt2 --write DIR SHAPE` (the CPU trainer, at shapes too large to store).
 
-Errors are measured per tensor as max|ours - torch| / max|torch|: the largest error relative to
-the tensor's scale. A NaN anywhere counts as the largest error.
+Besides the logits, the loss, the parameter gradients and the losses of a few AdamW steps, a dump
+holds the forward activations of every sublayer, in forward order, and the gradients of the
+residual streams at every sublayer boundary, in backward order. Their list is not stored: it
+follows from the norm mode and the shape (dump_forward_list, dump_backward_list below), and
+dev/train_gpt2.py records the same tensors in the same order. Per sublayer k = 2l + s (s = 0
+attention, 1 MLP) of layer l, as SIAMESENORM.md names them:
+
+    pre      u = LN(x)  [qkv atty | fch fch_gelu]  z = F(u)  x = x + z
+    post     [qkv atty | fch fch_gelu]  z = F(x)  x+z  x = LN(x + z)
+    siamese  a = LN(x)  LN(y)  a+LN(y)  u = LN(a + LN(y))  [qkv atty | fch fch_gelu]  z  x = a + z/c  y = y + z
+
+before them the embedding e, after them the final merge LN(x)+LN(y) (siamese), h and the logits.
+The stream gradients are dx (and dy, siamese) at boundaries 2L, 2L-1, ..., 0 (boundary k + 1 is the
+stream after sublayer k, boundary 0 the embedding).
+
+Errors are measured per tensor as max|ours - ref| / max|ref|: the largest error relative to the
+tensor's scale (the scale of the terms the tensor was summed from would be the better yardstick for
+a gradient that is mostly cancellation, but it is not stored; a reference in float64 keeps the
+error measured ours alone). A NaN anywhere counts as the largest error.
 */
 #ifndef COMMON_DEBUG_STATE_H
 #define COMMON_DEBUG_STATE_H
@@ -12,7 +31,25 @@ the tensor's scale. A NaN anywhere counts as the largest error.
 #include "params.h"
 
 #define DUMP_MAGIC 20260209
-#define DUMP_VERSION 1
+#define DUMP_VERSION 2  // 1: without activations and stream gradients
+
+// what a stored tensor is; each test maps a kind to its own trainer's buffers
+typedef enum {
+    DT_E, DT_A, DT_LNY, DT_S, DT_U, DT_QKV, DT_ATTY, DT_FCH, DT_FCH_GELU, DT_Z, DT_R, DT_X, DT_Y,
+    DT_FINAL_S, DT_H, DT_LOGITS, DT_DX, DT_DY, NUM_DUMP_KINDS
+} DumpKind;
+static const char* const DUMP_KIND_NAMES[NUM_DUMP_KINDS] = {
+    "e", "a", "LN(y)", "a+LN(y)", "u", "qkv", "atty", "fch", "fch_gelu", "z", "x+z", "x", "y",
+    "LN(x)+LN(y)", "h", "logits", "dx", "dy"};
+
+typedef struct {
+    DumpKind kind;
+    int k;               // forward: sublayer 0..2L-1, -1 the embedding, 2L the final LN and logits;
+                         // backward: the boundary 0..2L
+    size_t rows, cols;   // compared: cols of each of rows rows ...
+    size_t stride;       // ... stored stride floats apart (cols < stride only for the logits)
+    const float* ref;    // the reference data (set by debug_state_read / debug_state_alloc)
+} DumpTensor;
 
 typedef struct {
     int B, T, steps;
@@ -23,12 +60,181 @@ typedef struct {
     float loss;
     float* grads;    // num_parameters, checkpoint order
     float* losses;   // (steps)
+    int n_fwd, n_bwd;             // forward tensors (the logits last) and stream gradients
+    DumpTensor* fwd;              // (n_fwd) forward order
+    DumpTensor* bwd;              // (n_bwd) backward order
+    float* acts;                  // every forward tensor but the logits, in list order
+    float* stream_grads;          // every backward tensor, in list order
+    size_t acts_floats, stream_grads_floats;
 } DebugState;
+
+static inline DumpTensor dump_tensor(DumpKind kind, int k, size_t rows, size_t cols) {
+    DumpTensor t;
+    t.kind = kind;
+    t.k = k;
+    t.rows = rows;
+    t.cols = cols;
+    t.stride = cols;
+    t.ref = NULL;
+    return t;
+}
+
+// the forward tensors of a dump in order (the logits last); returns the count (out may be NULL)
+static inline int dump_forward_list(DumpTensor* out, const GPT2Config* cfg, size_t BT) {
+    size_t C = cfg->channels;
+    NormMode mode = cfg->norm_mode;
+    DumpTensor list[16];
+    int n = 0, total = 0;
+    for (int k = -1; k <= 2 * cfg->num_layers; k++) {
+        n = 0;
+        if (k == -1) {
+            list[n++] = dump_tensor(DT_E, k, BT, C);
+        } else if (k == 2 * cfg->num_layers) {
+            if (mode == NORM_SIAMESE) { list[n++] = dump_tensor(DT_FINAL_S, k, BT, C); }
+            list[n++] = dump_tensor(DT_H, k, BT, C);
+            list[n] = dump_tensor(DT_LOGITS, k, BT, (size_t)cfg->vocab_size);
+            list[n++].stride = (size_t)cfg->padded_vocab_size;
+        } else {
+            if (mode == NORM_PRE) { list[n++] = dump_tensor(DT_U, k, BT, C); }
+            if (mode == NORM_SIAMESE) {
+                list[n++] = dump_tensor(DT_A, k, BT, C);
+                list[n++] = dump_tensor(DT_LNY, k, BT, C);
+                list[n++] = dump_tensor(DT_S, k, BT, C);
+                list[n++] = dump_tensor(DT_U, k, BT, C);
+            }
+            if (k % 2 == 0) {
+                list[n++] = dump_tensor(DT_QKV, k, BT, 3 * C);
+                list[n++] = dump_tensor(DT_ATTY, k, BT, C);
+            } else {
+                list[n++] = dump_tensor(DT_FCH, k, BT, 4 * C);
+                list[n++] = dump_tensor(DT_FCH_GELU, k, BT, 4 * C);
+            }
+            list[n++] = dump_tensor(DT_Z, k, BT, C);
+            if (mode == NORM_POST) { list[n++] = dump_tensor(DT_R, k, BT, C); }
+            list[n++] = dump_tensor(DT_X, k, BT, C);
+            if (mode == NORM_SIAMESE) { list[n++] = dump_tensor(DT_Y, k, BT, C); }
+        }
+        if (out) { memcpy(out + total, list, n * sizeof(DumpTensor)); }
+        total += n;
+    }
+    return total;
+}
+
+// the stream gradients of a dump in backward order; returns the count (out may be NULL)
+static inline int dump_backward_list(DumpTensor* out, const GPT2Config* cfg, size_t BT) {
+    int n = 0;
+    for (int b = 2 * cfg->num_layers; b >= 0; b--) {
+        if (out) { out[n] = dump_tensor(DT_DX, b, BT, cfg->channels); }
+        n++;
+        if (cfg->norm_mode == NORM_SIAMESE) {
+            if (out) { out[n] = dump_tensor(DT_DY, b, BT, cfg->channels); }
+            n++;
+        }
+    }
+    return n;
+}
+
+// where a tensor sits: "embedding", "layer 1 attn", "final" (forward); "after layer 1 attn" (backward)
+static inline void dump_tensor_place(const DumpTensor* t, int L, char* buf, size_t size) {
+    int backward = t->kind == DT_DX || t->kind == DT_DY;
+    int k = backward ? t->k - 1 : t->k;  // boundary b is the stream after sublayer b - 1
+    if (k < 0) {
+        snprintf(buf, size, "embedding");
+    } else if (k >= 2 * L) {
+        snprintf(buf, size, "final");
+    } else {
+        snprintf(buf, size, "%slayer %d %s", backward ? "after " : "", k / 2, k % 2 == 0 ? "attn" : "mlp");
+    }
+}
+
+// Where a forward tensor lives in a trainer's activations: train_gpt2.c's ActivationTensors and
+// train_gpt2.cu's ActivationsX name and lay out these buffers alike. dump_tensor_source returns the
+// buffer and sets *offset (in elements; N = B*T*C). LN(y) is not stored: its source is a+LN(y),
+// from which the caller subtracts a (DT_A, same offset).
+typedef enum {
+    DF_RESX, DF_RESY, DF_LNX, DF_LNSUM, DF_BLOCKIN, DF_QKV, DF_ATTY, DF_FCH, DF_FCH_GELU, DF_BLOCKOUT,
+    DF_LNFSUM, DF_LNF, DF_LOGITS, NUM_DUMP_FIELDS
+} DumpField;
+
+static inline DumpField dump_tensor_source(const DumpTensor* t, size_t N, size_t* offset) {
+    size_t k = t->k < 0 ? 0 : (size_t)t->k, l = k / 2;
+    *offset = k * N;
+    switch (t->kind) {
+        case DT_E: *offset = 0; return DF_RESX;
+        case DT_A: return DF_LNX;
+        case DT_LNY: case DT_S: case DT_R: return DF_LNSUM;
+        case DT_U: return DF_BLOCKIN;
+        case DT_QKV: *offset = l * 3 * N; return DF_QKV;
+        case DT_ATTY: *offset = l * N; return DF_ATTY;
+        case DT_FCH: *offset = l * 4 * N; return DF_FCH;
+        case DT_FCH_GELU: *offset = l * 4 * N; return DF_FCH_GELU;
+        case DT_Z: return DF_BLOCKOUT;
+        case DT_X: *offset = (k + 1) * N; return DF_RESX;
+        case DT_Y: *offset = (k + 1) * N; return DF_RESY;
+        case DT_FINAL_S: *offset = 0; return DF_LNFSUM;
+        case DT_H: *offset = 0; return DF_LNF;
+        case DT_LOGITS: *offset = 0; return DF_LOGITS;
+        default: fatal("dump tensor kind %d is not a forward tensor", (int)t->kind);
+    }
+}
+
+// sets every list entry's ref to its place in the data (the logits in ds->logits)
+static inline void debug_state_point(DebugState* ds) {
+    float* p = ds->acts;
+    for (int i = 0; i < ds->n_fwd; i++) {
+        DumpTensor* t = &ds->fwd[i];
+        if (t->kind == DT_LOGITS) {
+            t->ref = ds->logits;
+        } else {
+            t->ref = p;
+            p += t->rows * t->stride;
+        }
+    }
+    p = ds->stream_grads;
+    for (int i = 0; i < ds->n_bwd; i++) {
+        ds->bwd[i].ref = p;
+        p += ds->bwd[i].rows * ds->bwd[i].stride;
+    }
+}
+
+// allocates a dump for a model of config cfg, batch (B, T) and `steps` AdamW steps (contents unset)
+static inline void debug_state_alloc(DebugState* ds, const GPT2Config* cfg, size_t num_params, int B, int T, int steps) {
+    memset(ds, 0, sizeof(*ds));
+    ds->B = B;
+    ds->T = T;
+    ds->steps = steps;
+    size_t BT = (size_t)B * T;
+    ds->n_fwd = dump_forward_list(NULL, cfg, BT);
+    ds->n_bwd = dump_backward_list(NULL, cfg, BT);
+    ds->fwd = (DumpTensor*)malloc_check(ds->n_fwd * sizeof(DumpTensor), "dump tensor list");
+    ds->bwd = (DumpTensor*)malloc_check(ds->n_bwd * sizeof(DumpTensor), "dump tensor list");
+    dump_forward_list(ds->fwd, cfg, BT);
+    dump_backward_list(ds->bwd, cfg, BT);
+    for (int i = 0; i < ds->n_fwd; i++) {
+        if (ds->fwd[i].kind != DT_LOGITS) { ds->acts_floats += ds->fwd[i].rows * ds->fwd[i].stride; }
+    }
+    for (int i = 0; i < ds->n_bwd; i++) { ds->stream_grads_floats += ds->bwd[i].rows * ds->bwd[i].stride; }
+    ds->inputs = (int*)malloc_check(BT * sizeof(int), "dump inputs");
+    ds->targets = (int*)malloc_check(BT * sizeof(int), "dump targets");
+    ds->logits = (float*)malloc_check(BT * cfg->padded_vocab_size * sizeof(float), "dump logits");
+    ds->grads = (float*)malloc_check(num_params * sizeof(float), "dump grads");
+    ds->losses = (float*)malloc_check((steps + 1) * sizeof(float), "dump losses");
+    ds->acts = (float*)malloc_check(ds->acts_floats * sizeof(float), "dump activations");
+    ds->stream_grads = (float*)malloc_check((ds->stream_grads_floats + 1) * sizeof(float), "dump stream gradients");
+    debug_state_point(ds);
+}
 
 static inline float header_float(const int* header, int i) {
     float f;
     memcpy(&f, header + i, sizeof(f));
     return f;
+}
+
+// bytes of a dump with the given contents
+static inline size_t debug_state_bytes(const DebugState* ds, const GPT2Config* cfg, size_t num_params) {
+    size_t BT = (size_t)ds->B * ds->T;
+    return 1024 + 4 * (2 * BT + BT * cfg->padded_vocab_size + 1 + num_params + ds->steps + ds->acts_floats +
+                       ds->stream_grads_floats);
 }
 
 // reads a debug-state dump and checks it against the model it belongs to
@@ -39,15 +245,23 @@ static inline void debug_state_read(DebugState* ds, const char* path, const GPT2
     int header[256];
     fread_check(header, sizeof(int), 256, f, path);
     if (header[0] != DUMP_MAGIC) { fatal("%s is not a debug-state dump (bad magic %d)", path, header[0]); }
-    if (header[1] != DUMP_VERSION) { fatal("%s: unsupported dump version %d", path, header[1]); }
-    ds->B = header[2];
-    ds->T = header[3];
-    ds->steps = header[6];
-    if (ds->B < 1 || ds->T < 1 || ds->T > cfg->max_seq_len || ds->steps < 0 || ds->steps > 1000) {
-        fatal("%s: bad sizes in header (B %d, T %d, steps %d)", path, ds->B, ds->T, ds->steps);
+    if (header[1] == 1) {
+        fatal("%s: dump version 1 has no activations; regenerate it (python dev/train_gpt2.py --write_dumps DIR)", path);
     }
-    if (header[4] != cfg->vocab_size || header[5] != cfg->padded_vocab_size || header[7] != (int)cfg->norm_mode) {
-        fatal("%s does not belong to its model.bin (vocab %d/%d, mode %d)", path, header[4], header[5], header[7]);
+    if (header[1] != DUMP_VERSION) { fatal("%s: unsupported dump version %d (this test reads %d)", path, header[1], DUMP_VERSION); }
+    int B = header[2], T = header[3], steps = header[6];
+    if (B < 1 || T < 1 || T > cfg->max_seq_len || steps < 0 || steps > 1000) {
+        fatal("%s: bad sizes in header (B %d, T %d, steps %d)", path, B, T, steps);
+    }
+    if (header[4] != cfg->vocab_size || header[5] != cfg->padded_vocab_size || header[7] != (int)cfg->norm_mode ||
+        header[10] != cfg->num_layers || header[11] != cfg->channels || header[12] != cfg->num_heads) {
+        fatal("%s does not belong to its model.bin (vocab %d/%d, mode %d, L %d, C %d, NH %d)", path, header[4], header[5],
+              header[7], header[10], header[11], header[12]);
+    }
+    debug_state_alloc(ds, cfg, num_params, B, T, steps);
+    if (header[8] != ds->n_fwd - 1 || header[9] != ds->n_bwd) {
+        fatal("%s: holds %d activations and %d stream gradients, expected %d and %d", path, header[8], header[9],
+              ds->n_fwd - 1, ds->n_bwd);
     }
     ds->lr = header_float(header, 16);
     ds->beta1 = header_float(header, 17);
@@ -55,21 +269,42 @@ static inline void debug_state_read(DebugState* ds, const char* path, const GPT2
     ds->eps = header_float(header, 19);
     ds->weight_decay = header_float(header, 20);
     ds->grad_clip = header_float(header, 21);
-    size_t BT = (size_t)ds->B * ds->T;
-    size_t expected = 1024 + 4 * (2 * BT + BT * cfg->padded_vocab_size + 1 + num_params + ds->steps);
+    size_t expected = debug_state_bytes(ds, cfg, num_params);
     if ((size_t)size != expected) { fatal("%s: %ld bytes, expected %zu (truncated or corrupted)", path, size, expected); }
-    ds->inputs = (int*)malloc_check(BT * sizeof(int), "dump inputs");
-    ds->targets = (int*)malloc_check(BT * sizeof(int), "dump targets");
-    ds->logits = (float*)malloc_check(BT * cfg->padded_vocab_size * sizeof(float), "dump logits");
-    ds->grads = (float*)malloc_check(num_params * sizeof(float), "dump grads");
-    ds->losses = (float*)malloc_check((ds->steps + 1) * sizeof(float), "dump losses");
+    size_t BT = (size_t)B * T;
     fread_check(ds->inputs, sizeof(int), BT, f, path);
     fread_check(ds->targets, sizeof(int), BT, f, path);
     fread_check(ds->logits, sizeof(float), BT * cfg->padded_vocab_size, f, path);
     fread_check(&ds->loss, sizeof(float), 1, f, path);
     fread_check(ds->grads, sizeof(float), num_params, f, path);
     fread_check(ds->losses, sizeof(float), ds->steps, f, path);
+    fread_check(ds->acts, sizeof(float), ds->acts_floats, f, path);
+    fread_check(ds->stream_grads, sizeof(float), ds->stream_grads_floats, f, path);
     fclose(f);
+}
+
+// writes a dump (temporary file, fsync, rename), in the layout debug_state_read reads
+static inline void debug_state_write(const DebugState* ds, const char* path, const GPT2Config* cfg, size_t num_params) {
+    int header[256];
+    memset(header, 0, sizeof(header));
+    int ints[13] = {DUMP_MAGIC, DUMP_VERSION, ds->B, ds->T, cfg->vocab_size, cfg->padded_vocab_size, ds->steps,
+                    (int)cfg->norm_mode, ds->n_fwd - 1, ds->n_bwd, cfg->num_layers, cfg->channels, cfg->num_heads};
+    memcpy(header, ints, sizeof(ints));
+    float hyper[6] = {ds->lr, ds->beta1, ds->beta2, ds->eps, ds->weight_decay, ds->grad_clip};
+    memcpy(header + 16, hyper, sizeof(hyper));
+    size_t BT = (size_t)ds->B * ds->T;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, ds->inputs, sizeof(int), BT);
+    atomic_write(&af, ds->targets, sizeof(int), BT);
+    atomic_write(&af, ds->logits, sizeof(float), BT * cfg->padded_vocab_size);
+    atomic_write(&af, &ds->loss, sizeof(float), 1);
+    atomic_write(&af, ds->grads, sizeof(float), num_params);
+    atomic_write(&af, ds->losses, sizeof(float), ds->steps);
+    atomic_write(&af, ds->acts, sizeof(float), ds->acts_floats);
+    atomic_write(&af, ds->stream_grads, sizeof(float), ds->stream_grads_floats);
+    atomic_commit(&af);
 }
 
 static inline void debug_state_free(DebugState* ds) {
@@ -78,6 +313,10 @@ static inline void debug_state_free(DebugState* ds) {
     free(ds->logits);
     free(ds->grads);
     free(ds->losses);
+    free(ds->fwd);
+    free(ds->bwd);
+    free(ds->acts);
+    free(ds->stream_grads);
 }
 
 // max|got - ref| / max|ref| over n floats with stride handling for (rows, used of stride) layouts
@@ -100,6 +339,60 @@ static inline int report(const char* what, float err, float tol) {
     return ok ? 0 : 1;
 }
 
+// our version of a dump tensor, as fp32 on the host, laid out like its reference
+typedef const float* (*OursFn)(void* ctx, const DumpTensor* t);
+
+// Compares a list of dump tensors in its order (forward or backward), one line per place:
+//     layer 1 attn   a 3.1e-08  LN(y) 2.9e-08  a+LN(y) 3.0e-08  u 4.4e-08  qkv ...
+// (a FAIL after a value marks a tensor over the tolerance), then a summary that names the FIRST
+// tensor over the tolerance and the rest. Returns the number of tensors over the tolerance.
+static inline int report_tensors(const char* what, const DumpTensor* list, int n, int L, OursFn ours, void* ctx,
+                                 float tol) {
+    printf("  %s (error max|ours - ref| / max|ref|, tol %.0e):\n", what, tol);
+    int failures = 0, first = -1, worst = 0;
+    float worst_err = -1.0f;
+    float* errs = (float*)malloc_check(n * sizeof(float), "tensor errors");
+    char place[64], line_place[64] = "";
+    for (int i = 0; i < n; i++) {
+        const DumpTensor* t = &list[i];
+        float err = scaled_max_error(ours(ctx, t), t->ref, t->rows, t->cols, t->stride);
+        errs[i] = err;
+        int ok = err <= tol;  // false for NaN
+        dump_tensor_place(t, L, place, sizeof(place));
+        if (strcmp(place, line_place) != 0) {
+            printf("%s    %-20s", i > 0 ? "\n" : "", place);
+            strcpy(line_place, place);
+        }
+        printf(" %s %.1e%s", DUMP_KIND_NAMES[t->kind], err, ok ? "" : " FAIL");
+        if (!ok) {
+            failures++;
+            if (first < 0) { first = i; }
+        }
+        if (!(err <= worst_err)) { worst_err = err; worst = i; }
+    }
+    printf("\n");
+    if (failures == 0) {
+        dump_tensor_place(&list[worst], L, place, sizeof(place));
+        printf("  %s: %d tensors, worst %.1e (%s %s)  ok\n", what, n, worst_err, place, DUMP_KIND_NAMES[list[worst].kind]);
+        free(errs);
+        return 0;
+    }
+    dump_tensor_place(&list[first], L, place, sizeof(place));
+    printf("  %s: FIRST DIVERGENCE at %s %s; %d of %d tensors FAIL:", what, place, DUMP_KIND_NAMES[list[first].kind],
+           failures, n);
+    int named = 0;
+    for (int i = first; i < n; i++) {
+        const DumpTensor* t = &list[i];
+        if (errs[i] <= tol) { continue; }
+        if (named++ == 8) { printf(" ..."); break; }
+        dump_tensor_place(t, L, place, sizeof(place));
+        printf("%s %s %s", named > 1 ? "," : "", place, DUMP_KIND_NAMES[t->kind]);
+    }
+    printf("\n");
+    free(errs);
+    return failures;
+}
+
 // compares every (non-empty) gradient tensor by name, checkpoint order; returns the failures
 static inline int report_gradients(const float* grads, const float* ref, const size_t sizes[NUM_PARAMETER_TENSORS], float tol) {
     int failures = 0;
@@ -117,11 +410,11 @@ static inline void report_adamw_settings(const DebugState* ds) {
            ds->eps, ds->weight_decay, ds->grad_clip);
 }
 
-// one AdamW step's loss against torch's (relative error); returns 1 on failure
+// one AdamW step's loss against the reference's (relative error); returns 1 on failure
 static inline int report_step_loss(int step, float ours, float ref, float norm, float tol) {
     float err = fabsf(ours - ref) / fabsf(ref);
     int ok = err <= tol;  // false for NaN
-    printf("    step %2d loss ours %.6f torch %.6f | norm %.4f | error %.2e %s\n", step, ours, ref, norm, err, ok ? "ok" : "FAIL");
+    printf("    step %2d loss ours %.6f ref %.6f | norm %.4f | error %.2e %s\n", step, ours, ref, norm, err, ok ? "ok" : "FAIL");
     return !ok;
 }
 

@@ -8,10 +8,13 @@ It implements the three norm modes described in dev/MODEL.md exactly:
              with c_l = sqrt(2(l+1)), and at the end h = LN_f(LN_fx(x) + LN_fy(y))
 
 It does three jobs:
-1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint and a debug-state dump
-   (tokens, targets, logits, loss, every parameter gradient, the losses of 10 AdamW steps). These are
-   the files test_gpt2.c / test_gpt2.cu compare against. The dumps in data/test were made with
+1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint (LayerNorms and biases
+   perturbed) and a debug-state dump computed in float64 (tokens, targets, every forward activation,
+   logits, loss, the stream gradients at every sublayer boundary, every parameter gradient, the
+   losses of 10 AdamW steps). These are the files test_gpt2.c / test_gpt2.cu compare against. The
+   dumps in data/test were made with
        python dev/train_gpt2.py --write_dumps data/test
+   `--check_dumps DIR` checks dumps that `./test_gpt2 --write DIR SHAPE` wrote against this model.
 2. Training on llm.c token shards, on CPU or CUDA, fp32 or bf16 autocast, optionally compiled: the
    PyTorch peer in benchmarks. Example:
        python dev/train_gpt2.py -i "data/tinyshakespeare/*train*.bin" -j "data/tinyshakespeare/*val*.bin" -e d6 -N siamese
@@ -34,7 +37,7 @@ import torch.nn.functional as F
 
 NORM_MODES = ["pre", "post", "siamese"]
 MODEL_MAGIC, MODEL_VERSION = 20260208, 1
-DUMP_MAGIC, DUMP_VERSION = 20260209, 1
+DUMP_MAGIC, DUMP_VERSION = 20260209, 2
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 
 # -----------------------------------------------------------------------------
@@ -66,9 +69,10 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.use_sdpa = use_sdpa
 
-    def forward(self, u):
+    def forward(self, u, record=None):
         B, T, C = u.size()
-        q, k, v = self.c_attn(u).split(C, dim=2)
+        qkv = self.c_attn(u)
+        q, k, v = qkv.split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if self.use_sdpa:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -77,7 +81,10 @@ class CausalSelfAttention(nn.Module):
             mask = torch.ones(T, T, dtype=torch.bool, device=u.device).tril()
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             y = att @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        if record is not None:
+            record += [("qkv", qkv), ("atty", y)]
+        return self.c_proj(y)
 
 
 class MLP(nn.Module):
@@ -86,8 +93,12 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
 
-    def forward(self, u):
-        return self.c_proj(F.gelu(self.c_fc(u), approximate="tanh"))
+    def forward(self, u, record=None):
+        fch = self.c_fc(u)
+        fch_gelu = F.gelu(fch, approximate="tanh")
+        if record is not None:
+            record += [("fch", fch), ("fch_gelu", fch_gelu)]
+        return self.c_proj(fch_gelu)
 
 
 class Block(nn.Module):
@@ -105,23 +116,51 @@ class Block(nn.Module):
             self.lnx1, self.lny1 = nn.LayerNorm(C), nn.LayerNorm(C)
             self.lnx2, self.lny2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c = math.sqrt(2 * (layer_idx + 1))  # c_l, the X-stream scale (siamese only)
+        self.layer_idx = layer_idx
 
-    def siamese_sublayer(self, x, y, lnx, lny, lnin, f):
-        a = lnx(x)                    # normalise the Post-Norm stream X
-        u = lnin(a + lny(y))          # the block input sees both streams
-        z = f(u)                      # the shared block runs once
-        return a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
-
-    def forward(self, x, y):
+    def sublayer(self, s, x, y, record=None):
+        """Sublayer s (0 attention, 1 MLP): the streams after it. `record`, when given, collects the
+        activations in the order of the debug-state dump (README.md, "Debug-state dump")."""
+        rec = (lambda name, t: record.append((name, t))) if record is not None else (lambda name, t: None)
+        f = self.attn if s == 0 else self.mlp
+        ln = self.ln1 if s == 0 else self.ln2
         if self.mode == "pre":
-            x = x + self.attn(self.ln1(x))
-            x = x + self.mlp(self.ln2(x))
+            u = ln(x)
+            rec("u", u)
+            z = f(u, record)
+            x = x + z
+            rec("z", z)
+            rec("x", x)
         elif self.mode == "post":
-            x = self.ln1(x + self.attn(x))
-            x = self.ln2(x + self.mlp(x))
+            z = f(x, record)
+            r = x + z
+            x = ln(r)
+            rec("z", z)
+            rec("x+z", r)
+            rec("x", x)
         else:
-            x, y = self.siamese_sublayer(x, y, self.lnx1, self.lny1, self.ln1, self.attn)
-            x, y = self.siamese_sublayer(x, y, self.lnx2, self.lny2, self.ln2, self.mlp)
+            lnx, lny = (self.lnx1, self.lny1) if s == 0 else (self.lnx2, self.lny2)
+            a = lnx(x)                    # normalise the Post-Norm stream X
+            ly = lny(y)
+            sm = a + ly
+            u = ln(sm)                    # the block input sees both streams
+            for name, t in (("a", a), ("LN(y)", ly), ("a+LN(y)", sm), ("u", u)):
+                rec(name, t)
+            z = f(u, record)              # the shared block runs once
+            x, y = a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
+            for name, t in (("z", z), ("x", x), ("y", y)):
+                rec(name, t)
+        return x, y
+
+    def forward(self, x, y, record=None, boundaries=None):
+        for s in (0, 1):
+            start = len(record) if record is not None else 0
+            x, y = self.sublayer(s, x, y, record)
+            if record is not None:  # names as test_gpt2 prints them: "layer 1 attn LN(y)"
+                place = f"layer {self.layer_idx} {('attn', 'mlp')[s]}"
+                record[start:] = [(f"{place} {name}", t) for name, t in record[start:]]
+            if boundaries is not None:
+                boundaries.append((x, y))
         return x, y
 
 
@@ -154,23 +193,37 @@ class GPT(nn.Module):
                 nn.init.zeros_(p)
         self.wte.weight[self.config.vocab_size:].zero_()
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, record=None, boundaries=None):
+        """logits (B, T, Vp) and the mean loss. For the debug-state dump: `record` collects the
+        activations in forward order as (name, tensor); `boundaries` the streams (x, y) at every
+        sublayer boundary (y is None outside siamese mode)."""
         B, T = idx.size()
         assert T <= self.config.block_size, f"sequence length {T} > block size {self.config.block_size}"
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
-        y = x if self.config.norm_mode == "siamese" else None  # both streams start as the embedding
+        if record is not None:
+            record.append(("embedding e", x))
+        # both streams start as the embedding (copies, so that each stream has its own gradient)
+        x, y = (x.clone(), x.clone()) if self.config.norm_mode == "siamese" else (x, None)
+        if boundaries is not None:
+            boundaries.append((x, y))
         for block in self.h:
-            x, y = block(x, y)
+            x, y = block(x, y, record, boundaries)
         if self.config.norm_mode == "siamese":
-            h = self.lnf(self.lnfx(x) + self.lnfy(y))  # merge the streams, then the final LN
+            merged = self.lnfx(x) + self.lnfy(y)  # merge the streams, then the final LN
+            h = self.lnf(merged)
+            if record is not None:
+                record.append(("final LN(x)+LN(y)", merged))
         else:
             h = self.lnf(x)
+        if record is not None:
+            record.append(("final h", h))
         logits = F.linear(h, self.wte.weight)  # (B, T, Vp)
         loss = None
         if targets is not None:
             V = self.config.vocab_size
-            loss = F.cross_entropy(logits[..., :V].reshape(-1, V).float(), targets.reshape(-1))
+            lg = logits[..., :V].reshape(-1, V)
+            loss = F.cross_entropy(lg if lg.dtype == torch.float64 else lg.float(), targets.reshape(-1))
         return logits, loss
 
     def optimizer_groups(self, weight_decay):
@@ -266,26 +319,66 @@ def read_model(path, use_sdpa=True):
 
 # the tiny configuration of the stored dumps: 3 layers, head size 16, a vocabulary padded 200 -> 256
 DUMP_CONFIG = dict(block_size=64, vocab_size=200, padded_vocab_size=256, n_layer=3, n_head=2, n_embd=32)
-DUMP_B, DUMP_T, DUMP_STEPS = 4, 32, 10
+DUMP_B, DUMP_T, DUMP_STEPS = 2, 32, 10
 # the AdamW settings of the 10 test steps (stored in the dump header, read by the C tests)
 DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP = 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.7
 
 
+@torch.no_grad()
+def perturb(model, seed):
+    """Makes every parameter tensor distinct: a fresh model's LayerNorms are the identity (weight 1,
+    bias 0) and its biases 0, so a trainer that used one LayerNorm or bias in place of another would
+    compute the same numbers. Seeded: LayerNorm weights 1 + N(0, 0.2), LayerNorm biases N(0, 0.2),
+    linear biases N(0, 0.05). The padded vocabulary rows of wte stay 0."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        if p.dim() != 1:
+            continue
+        is_ln = ".ln" in name or name.startswith("ln")
+        noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+        if is_ln and name.endswith("weight"):
+            p.add_(0.2 * noise)
+        else:
+            p.add_((0.2 if is_ln else 0.05) * noise)
+
+
+def recorded_forward_backward(model, x, y):
+    """Forward and backward, keeping the activations (record) and the streams at every sublayer
+    boundary with their gradients (boundaries: (x, y) pairs, .grad set)."""
+    record, boundaries = [], []
+    logits, loss = model(x, y, record, boundaries)
+    for bx, by in boundaries:
+        bx.retain_grad()
+        if by is not None:
+            by.retain_grad()
+    loss.backward()
+    return logits, loss, record, boundaries
+
+
 def write_dumps(outdir):
+    """For every norm mode: a tiny model with perturbed LayerNorms and biases (model.bin, float32) and
+    its debug-state dump, computed in float64 from the float32 parameters and stored as float32, so
+    that the reference carries (almost) no rounding error of its own."""
     torch.use_deterministic_algorithms(True)
     g = torch.Generator().manual_seed(42)
     tokens = torch.randint(0, DUMP_CONFIG["vocab_size"], (DUMP_B, DUMP_T + 1), generator=g)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    for mode in NORM_MODES:
+    f32 = lambda t: t.detach().to(torch.float32).contiguous().numpy()
+    for mode_index, mode in enumerate(NORM_MODES):
         torch.manual_seed(1337)
         model = GPT(GPTConfig(norm_mode=mode, **DUMP_CONFIG), use_sdpa=False)
+        perturb(model, 2000 + mode_index)
         os.makedirs(os.path.join(outdir, mode), exist_ok=True)
         write_model(model, os.path.join(outdir, mode, "model.bin"))
-        # forward and backward of the initial model
-        logits, loss = model(x, y)
-        loss.backward()
+        model.double()  # exact: every float32 parameter is a float64
+        # forward and backward of the initial model, keeping the activations and stream gradients
+        logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
         grads = flat_tensors(model, grads=True)
-        first = (logits.detach().numpy().astype(np.float32).copy(), np.float32(loss.item()))
+        first = (f32(logits), np.float32(loss.item()))
+        acts = [f32(t) for _, t in record]
+        stream_grads = []
+        for bx, by in reversed(boundaries):  # backward order: the last boundary first
+            stream_grads += [f32(bx.grad)] + ([f32(by.grad)] if by is not None else [])
         # 10 AdamW steps on the same batch, with clipping, as the C test does them
         opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=DUMP_LR, betas=(DUMP_BETA1, DUMP_BETA2),
                                 eps=DUMP_EPS, foreach=False, fused=False)
@@ -297,16 +390,99 @@ def write_dumps(outdir):
             norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP).item())
             opt.step()
             losses.append(loss.item())
+        cfg = model.config
         header = np.zeros(256, dtype=np.int32)
-        header[:8] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, DUMP_CONFIG["vocab_size"],
-                      DUMP_CONFIG["padded_vocab_size"], DUMP_STEPS, NORM_MODES.index(mode)]
+        header[:13] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, cfg.vocab_size, cfg.padded_vocab_size, DUMP_STEPS,
+                       mode_index, len(acts), len(stream_grads), cfg.n_layer, cfg.n_embd, cfg.n_head]
         hyper = [DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP]
         header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
         write_atomic(os.path.join(outdir, mode, "debug_state.bin"),
                      [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), first[0],
-                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)])
+                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)]
+                     + acts + stream_grads)
         print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
-              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params")
+              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params "
+              f"| {len(acts)} activations: {', '.join(n for n, _ in record[:6])} ...")
+
+
+def scaled_max_error(ours, ref):
+    """max|ours - ref| / max|ref|, the error measure of the C tests (common/debug_state.h)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    scale = np.abs(ref).max()
+    err = np.abs(np.asarray(ours, dtype=np.float64) - ref).max()
+    return err / scale if scale > 0 else err
+
+
+def check_dumps(dumpdir):
+    """Checks dumps written by another implementation (`./test_gpt2 --write DIR SHAPE`) against this
+    model in float64, with test_gpt2.c's error measure and tolerances. Returns the number of failures."""
+    torch.use_deterministic_algorithms(True)
+    tol = dict(forward=1e-5, loss=1e-6, backward=1e-5, grads=1e-5, steps=1e-6)
+    failures = 0
+    for mode_index, mode in enumerate(NORM_MODES):
+        model = read_model(os.path.join(dumpdir, mode, "model.bin"), use_sdpa=False).double()
+        cfg = model.config
+        path = os.path.join(dumpdir, mode, "debug_state.bin")
+        with open(path, "rb") as f:
+            header = np.frombuffer(f.read(1024), dtype=np.int32)
+            data = f.read()
+        if header[0] != DUMP_MAGIC or header[1] != DUMP_VERSION:
+            sys.exit(f"error: {path}: not a version {DUMP_VERSION} debug-state dump")
+        B, T, steps = int(header[2]), int(header[3]), int(header[6])
+        lr, beta1, beta2, eps, wd, clip = struct.unpack("<6f", header[16:22].tobytes())
+        ints = np.frombuffer(data, dtype=np.int32, count=2 * B * T)
+        floats = np.frombuffer(data, dtype=np.float32, offset=8 * B * T)
+        x = torch.from_numpy(ints[:B * T].astype(np.int64)).view(B, T)
+        y = torch.from_numpy(ints[B * T:].astype(np.int64)).view(B, T)
+        P = sum(t.numel() for _, ts in model.layout() for t in ts)
+        n_logits = B * T * cfg.padded_vocab_size
+        pos = 0
+
+        def take(n):
+            nonlocal pos
+            pos += n
+            return floats[pos - n:pos]
+
+        ref_logits, ref_loss, ref_grads, ref_losses = take(n_logits), take(1)[0], take(P), take(steps)
+        logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
+        errs = {k: [] for k in tol}
+        for name, t in record:
+            errs["forward"].append((scaled_max_error(take(t.numel()), t.detach().numpy().ravel()), name))
+        V = cfg.vocab_size
+        errs["forward"].append((scaled_max_error(ref_logits.reshape(B * T, -1)[:, :V],
+                                                 logits.detach().numpy().reshape(B * T, -1)[:, :V]), "final logits"))
+        errs["loss"].append((abs(ref_loss - loss.item()) / abs(loss.item()), "loss"))
+        for b in reversed(range(len(boundaries))):
+            place = "embedding" if b == 0 else f"after layer {(b - 1) // 2} {('attn', 'mlp')[(b - 1) % 2]}"
+            for name, t in zip(("dx", "dy"), boundaries[b]):
+                if t is not None:
+                    errs["backward"].append((scaled_max_error(take(t.numel()), t.grad.numpy().ravel()), f"{place} {name}"))
+        if pos != floats.size:
+            sys.exit(f"error: {path}: {floats.size - pos} floats left over (not laid out as this model's dump)")
+        offset = 0
+        for name, tensors in model.layout():
+            n = sum(t.numel() for t in tensors)
+            if n:
+                ours = torch.cat([t.grad.reshape(-1) for t in tensors]).numpy()
+                errs["grads"].append((scaled_max_error(ref_grads[offset:offset + n], ours), name))
+            offset += n
+        opt = torch.optim.AdamW(model.optimizer_groups(wd), lr=lr, betas=(beta1, beta2), eps=eps, foreach=False, fused=False)
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            _, loss = model(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            errs["steps"].append((abs(ref_losses[step] - loss.item()) / abs(loss.item()), f"step {step}"))
+        line = []
+        for kind, values in errs.items():
+            worst, name = max(values, key=lambda e: e[0]) if values else (0.0, "-")
+            bad = [n for e, n in values if not e <= tol[kind]]
+            failures += len(bad)
+            line.append(f"{kind} {worst:.1e} ({name}){' FAIL: ' + ', '.join(bad[:8]) if bad else ''}")
+        print(f"{mode:8s} L {cfg.n_layer} C {cfg.n_embd} NH {cfg.n_head} V {V} B {B} T {T} | worst: " + " | ".join(line))
+    print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors or losses over tolerance")
+    return failures
 
 # -----------------------------------------------------------------------------
 # training on llm.c token shards
@@ -437,6 +613,8 @@ def train(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--write_dumps", metavar="DIR", help="write the reference dumps for test_gpt2 and exit")
+    p.add_argument("--check_dumps", metavar="DIR", help="check dumps written by ./test_gpt2 --write DIR SHAPE against "
+                   "this model in float64 and exit (status 1 if over test_gpt2's tolerances)")
     p.add_argument("-i", dest="input", help="train token shards (glob)")
     p.add_argument("-j", dest="val", default="", help="val token shards (glob)")
     p.add_argument("-e", dest="init", default="d12", help="checkpoint path, or dN for a fresh model of depth N")
@@ -464,6 +642,8 @@ def main():
     if args.write_dumps:
         write_dumps(args.write_dumps)
         return
+    if args.check_dumps:
+        sys.exit(1 if check_dumps(args.check_dumps) else 0)
     if not args.input:
         p.error("-i (train shards) is required unless --write_dumps is given")
     if min(args.B, args.T, args.steps) <= 0:

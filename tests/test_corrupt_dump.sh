@@ -39,15 +39,37 @@ echo "test_gpt2 on damaged copies of data/test:"
 fresh_copy; run
 expect "undamaged copy passes" 0 "^all checks passed"
 
-# the siamese dump ends with: ... lnfyw lnfyb lnfw lnfb gradients (C = 32 floats each), 10 step losses
+# where things are in the siamese dump (README.md, "Debug-state dump"): B 2, T 32, C 32, Vp 256,
+# 49312 parameters, 10 steps; offsets in bytes
 D=$WORK/dumps/siamese/debug_state.bin
 size=$(stat -c %s "$D")
-fresh_copy; xor_byte "$D" $((size - 40 - 4 * 32 * 3 + 4 * 7 + 2)) 0x01; run    # lnfyb[7]: mantissa bit 16
+BT=64; C=32; P=49312
+LOGITS=$((1024 + 4 * 2 * BT))
+GRADS=$((LOGITS + 4 * BT * 256 + 4))
+LOSSES=$((GRADS + 4 * P))
+ACTS=$((LOSSES + 4 * 10))
+# forward order: e, then per attention sublayer a LN(y) a+LN(y) u qkv(3C) atty z x y, per MLP
+# sublayer a LN(y) a+LN(y) u fch(4C) fch_gelu(4C) z x y: layer 1 attn LN(y) starts after
+# e (1), layer 0 attn (11 C-wide), layer 0 mlp (15 C-wide) and layer 1 attn a (1)
+LAYER1_ATTN_LNY=$((ACTS + 4 * BT * C * (1 + 11 + 15 + 1)))
+# the stream gradients follow the 57 activations (3 + 2 * 11 + ... = 1 + 3 * (11 + 15) + 2 C-wide),
+# backward order: dx dy after layer 2 mlp, dx dy after layer 2 attn, dx after layer 1 mlp, ...
+STREAM=$((ACTS + 4 * BT * C * (1 + 3 * (11 + 15) + 2)))
+DX_AFTER_LAYER1_MLP=$((STREAM + 4 * BT * C * 4))
+[[ $size == $((STREAM + 4 * BT * C * 14)) ]] || { echo "  FAIL  the dump is not laid out as this script expects ($size bytes)"; exit 1; }
+
+fresh_copy; xor_byte "$D" $((GRADS + 4 * (P - 3 * C + 7) + 2)) 0x01; run    # lnfyb[7]: mantissa bit 16
 expect "one gradient element of lnfyb changed by ~1%" 1 "lnfyb .*FAIL"
-fresh_copy; xor_byte "$D" $((size - 4 * 3 + 1)) 0x01; run                       # step loss 7: mantissa bit 8
+fresh_copy; xor_byte "$D" $((LOSSES + 4 * 7 + 1)) 0x01; run                  # step loss 7: mantissa bit 8
 expect "one step loss changed by ~3e-5 (relative)" 1 "step  7 .*FAIL"
-fresh_copy; xor_byte "$D" $((1024 + 4 * 4 * 32 * 2 + 4 * 300 + 2)) 0x40; run  # a logit, past the tokens
-expect "one logit changed" 1 "logits .*FAIL"
+fresh_copy; xor_byte "$D" $((LOGITS + 4 * 300 + 2)) 0x40; run               # a logit, past the tokens
+expect "one logit changed" 1 "logits [0-9.e+-]+ FAIL"
+fresh_copy; xor_byte "$D" $((LAYER1_ATTN_LNY + 4 * 77 + 2)) 0x40; run       # one element of LN(y)
+expect "one activation changed: named as the first divergence" 1 "forward: FIRST DIVERGENCE at layer 1 attn LN\(y\); 1 of"
+fresh_copy; xor_byte "$D" $((DX_AFTER_LAYER1_MLP + 4 * 5 + 2)) 0x40; run    # one element of a stream gradient
+expect "one stream gradient changed: named as the first divergence" 1 "backward: FIRST DIVERGENCE at after layer 1 mlp dx; 1 of"
+fresh_copy; xor_byte "$D" 4 0x03; run                                        # version 2 -> 1
+expect "a version 1 dump is a clear error" 1 "^error: .*dump version 1 has no activations; regenerate"
 fresh_copy; truncate -s $((size - 4)) "$D"; run
 expect "truncated dump is an error" 1 "^error: .*truncated or corrupted"
 fresh_copy; xor_byte "$D" 0 0xff; run
