@@ -685,7 +685,7 @@ typedef struct {
 
 static void observe_stream_grads(GPT2* m, int boundary) {
     if (m->stream_grad_hook) {
-        const float* dy = m->config.norm_mode == NORM_SIAMESE ? m->scratch.dy : NULL;
+        const float* dy = norm_mode_layout(m->config.norm_mode)->two_streams ? m->scratch.dy : NULL;
         m->stream_grad_hook(m->stream_grad_ctx, boundary, m->scratch.dx, dy);
     }
 }

@@ -90,17 +90,24 @@ static inline int dump_forward_list(DumpTensor* out, const GPT2Config* cfg, size
         if (k == -1) {
             list[n++] = dump_tensor(DT_E, k, BT, C);
         } else if (k == 2 * cfg->num_layers) {
-            if (mode == NORM_SIAMESE) { list[n++] = dump_tensor(DT_FINAL_S, k, BT, C); }
+            switch (mode) {  // no default: -Wswitch names a mode this does not handle
+                case NORM_PRE:
+                case NORM_POST: break;
+                case NORM_SIAMESE: list[n++] = dump_tensor(DT_FINAL_S, k, BT, C); break;  // LN(x) + LN(y)
+            }
             list[n++] = dump_tensor(DT_H, k, BT, C);
             list[n] = dump_tensor(DT_LOGITS, k, BT, (size_t)cfg->vocab_size);
             list[n++].stride = (size_t)cfg->padded_vocab_size;
         } else {
-            if (mode == NORM_PRE) { list[n++] = dump_tensor(DT_U, k, BT, C); }
-            if (mode == NORM_SIAMESE) {
-                list[n++] = dump_tensor(DT_A, k, BT, C);
-                list[n++] = dump_tensor(DT_LNY, k, BT, C);
-                list[n++] = dump_tensor(DT_S, k, BT, C);
-                list[n++] = dump_tensor(DT_U, k, BT, C);
+            switch (mode) {  // the block input side
+                case NORM_PRE: list[n++] = dump_tensor(DT_U, k, BT, C); break;
+                case NORM_POST: break;  // the block reads the stream itself
+                case NORM_SIAMESE:
+                    list[n++] = dump_tensor(DT_A, k, BT, C);
+                    list[n++] = dump_tensor(DT_LNY, k, BT, C);
+                    list[n++] = dump_tensor(DT_S, k, BT, C);
+                    list[n++] = dump_tensor(DT_U, k, BT, C);
+                    break;
             }
             if (k % 2 == 0) {
                 list[n++] = dump_tensor(DT_QKV, k, BT, 3 * C);
@@ -110,9 +117,17 @@ static inline int dump_forward_list(DumpTensor* out, const GPT2Config* cfg, size
                 list[n++] = dump_tensor(DT_FCH_GELU, k, BT, 4 * C);
             }
             list[n++] = dump_tensor(DT_Z, k, BT, C);
-            if (mode == NORM_POST) { list[n++] = dump_tensor(DT_R, k, BT, C); }
-            list[n++] = dump_tensor(DT_X, k, BT, C);
-            if (mode == NORM_SIAMESE) { list[n++] = dump_tensor(DT_Y, k, BT, C); }
+            switch (mode) {  // the update of the stream(s)
+                case NORM_PRE: list[n++] = dump_tensor(DT_X, k, BT, C); break;
+                case NORM_POST:
+                    list[n++] = dump_tensor(DT_R, k, BT, C);
+                    list[n++] = dump_tensor(DT_X, k, BT, C);
+                    break;
+                case NORM_SIAMESE:
+                    list[n++] = dump_tensor(DT_X, k, BT, C);
+                    list[n++] = dump_tensor(DT_Y, k, BT, C);
+                    break;
+            }
         }
         if (out) { memcpy(out + total, list, n * sizeof(DumpTensor)); }
         total += n;
@@ -126,7 +141,7 @@ static inline int dump_backward_list(DumpTensor* out, const GPT2Config* cfg, siz
     for (int b = 2 * cfg->num_layers; b >= 0; b--) {
         if (out) { out[n] = dump_tensor(DT_DX, b, BT, cfg->channels); }
         n++;
-        if (cfg->norm_mode == NORM_SIAMESE) {
+        if (norm_mode_layout(cfg->norm_mode)->two_streams) {
             if (out) { out[n] = dump_tensor(DT_DY, b, BT, cfg->channels); }
             n++;
         }

@@ -35,7 +35,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# the norm modes in checkpoint order (common/params.h). Each place that depends on the mode
+# dispatches explicitly and raises on a mode it does not know (dev/MODEL.md, "Adding a norm mode").
 NORM_MODES = ["pre", "post", "siamese"]
+TWO_STREAMS = {"pre": False, "post": False, "siamese": True}  # a second stream Y and its LayerNorms
+assert list(TWO_STREAMS) == NORM_MODES, "one entry per norm mode"
+
+
+def unknown_mode(mode):
+    return ValueError(f"unknown norm mode {mode!r} (expected one of {', '.join(NORM_MODES)})")
 MODEL_MAGIC, MODEL_VERSION = 20260208, 1
 DUMP_MAGIC, DUMP_VERSION = 20260209, 2
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
@@ -112,7 +120,7 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.ln1 = nn.LayerNorm(C)  # pre: LN before attn; post: LN after the add; siamese: lnin1
         self.ln2 = nn.LayerNorm(C)
-        if self.mode == "siamese":
+        if TWO_STREAMS[self.mode]:
             self.lnx1, self.lny1 = nn.LayerNorm(C), nn.LayerNorm(C)
             self.lnx2, self.lny2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c = math.sqrt(2 * (layer_idx + 1))  # c_l, the X-stream scale (siamese only)
@@ -138,7 +146,7 @@ class Block(nn.Module):
             rec("z", z)
             rec("x+z", r)
             rec("x", x)
-        else:
+        elif self.mode == "siamese":
             lnx, lny = (self.lnx1, self.lny1) if s == 0 else (self.lnx2, self.lny2)
             a = lnx(x)                    # normalise the Post-Norm stream X
             ly = lny(y)
@@ -150,6 +158,8 @@ class Block(nn.Module):
             x, y = a + z / self.c, y + z  # X gets z/c_l, Y gets z whole
             for name, t in (("z", z), ("x", x), ("y", y)):
                 rec(name, t)
+        else:
+            raise unknown_mode(self.mode)
         return x, y
 
     def forward(self, x, y, record=None, boundaries=None):
@@ -173,7 +183,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(config.block_size, C)
         self.h = nn.ModuleList([Block(config, l, use_sdpa) for l in range(config.n_layer)])
         self.lnf = nn.LayerNorm(C)
-        if config.norm_mode == "siamese":
+        if TWO_STREAMS[config.norm_mode]:
             self.lnfx, self.lnfy = nn.LayerNorm(C), nn.LayerNorm(C)
         self.init_weights()
 
@@ -204,18 +214,21 @@ class GPT(nn.Module):
         if record is not None:
             record.append(("embedding e", x))
         # both streams start as the embedding (copies, so that each stream has its own gradient)
-        x, y = (x.clone(), x.clone()) if self.config.norm_mode == "siamese" else (x, None)
+        x, y = (x.clone(), x.clone()) if TWO_STREAMS[self.config.norm_mode] else (x, None)
         if boundaries is not None:
             boundaries.append((x, y))
         for block in self.h:
             x, y = block(x, y, record, boundaries)
-        if self.config.norm_mode == "siamese":
+        mode = self.config.norm_mode
+        if mode in ("pre", "post"):
+            h = self.lnf(x)
+        elif mode == "siamese":
             merged = self.lnfx(x) + self.lnfy(y)  # merge the streams, then the final LN
             h = self.lnf(merged)
             if record is not None:
                 record.append(("final LN(x)+LN(y)", merged))
         else:
-            h = self.lnf(x)
+            raise unknown_mode(mode)
         if record is not None:
             record.append(("final h", h))
         logits = F.linear(h, self.wte.weight)  # (B, T, Vp)
@@ -236,7 +249,7 @@ class GPT(nn.Module):
     def layout(self):
         """[(name, [tensors])]: the checkpoint tensors in order; a list of L tensors means stacked
         per layer, an empty list means a tensor of size 0 (siamese-only tensors in pre/post)."""
-        siamese = self.config.norm_mode == "siamese"
+        siamese = TWO_STREAMS[self.config.norm_mode]
         per_layer = lambda get: [get(b) for b in self.h]
         per_layer_if = lambda get: per_layer(get) if siamese else []
         lay = [("wte", [self.wte.weight]), ("wpe", [self.wpe.weight])]

@@ -2,12 +2,13 @@
 # tests/test_mode_dispatch.sh: a norm mode that some place does not handle must not build.
 #
 # Copies the sources into a scratch folder, adds a fourth norm mode there, and compiles the CPU
-# trainer (and, where nvcc is installed, the CUDA trainer) with warnings as errors:
+# trainer and its test (and, where nvcc is installed, the CUDA trainer and its test) with warnings
+# as errors:
 #   1. the mode in the enum and NUM_NORM_MODES only: the two per-mode tables of common/params.h
 #      must fail their compile-time row counts;
-#   2. the tables extended too: every `switch (mode)` of the trainer must be named by -Wswitch
-#      (4 in train_gpt2.c: the sublayer and the final LN, forward and backward; the same 4 in
-#      train_gpt2.cu);
+#   2. the tables extended too: every `switch (mode)` must be named by -Wswitch: 4 in each
+#      trainer (the sublayer and the final LN, forward and backward) and 3 in the list of dumped
+#      tensors that both tests read (common/debug_state.h);
 #   3. each switch extended: both build again, so the switches are the whole list.
 # Usage: bash tests/test_mode_dispatch.sh
 set -uo pipefail
@@ -24,7 +25,7 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 copy_tree() {  # a fresh copy of what the trainers include
     rm -rf "$work/src"
     mkdir -p "$work/src"
-    cp -r common train_gpt2.c train_gpt2.cu siamese.cuh "$work/src/"
+    cp -r common train_gpt2.c train_gpt2.cu siamese.cuh test_gpt2.c test_gpt2.cu "$work/src/"
 }
 add_enum_value() {
     sed -i -e 's/NORM_SIAMESE = 2 } NormMode;/NORM_SIAMESE = 2, NORM_PLANTED = 3 } NormMode;/' \
@@ -36,11 +37,21 @@ add_table_rows() {
         -e 's|^    /\* siamese \*/ {1, 1, 1},$|&\n    /* planted */ {1, 1, 1},|' "$work/src/common/params.h"
     grep -q '"planted"' "$work/src/common/params.h" && grep -q 'planted \*/' "$work/src/common/params.h"
 }
-build_c() { (cd "$work/src" && $CC -std=gnu11 -Wall -Wextra -Wno-unknown-pragmas -Werror -fsyntax-only train_gpt2.c) > "$work/log" 2>&1; }
-build_cu() { (cd "$work/src" && $NVCC -std=c++17 -I. -Xcompiler -Wall,-Wextra,-Werror -c train_gpt2.cu -o "$work/o.o") \
-    > "$work/log" 2>&1; }
-# the number of distinct source lines that the compiler flags for the planted mode
-switch_sites() { grep -E "enumeration value .NORM_PLANTED. not handled" "$work/log" | cut -d: -f1,2 | sort -u | wc -l; }
+build_c() {
+    (cd "$work/src" && for f in train_gpt2.c test_gpt2.c; do
+        $CC -std=gnu11 -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-function -Werror -fsyntax-only $f || failed=1
+    done; exit ${failed:-0}) > "$work/log" 2>&1
+}
+build_cu() {
+    (cd "$work/src" && for f in train_gpt2.cu test_gpt2.cu; do
+        $NVCC -std=c++17 -I. -Xcompiler -Wall,-Wextra,-Wno-unused-function,-Werror -c $f -o "$work/o.o" || failed=1
+    done; exit ${failed:-0}) > "$work/log" 2>&1
+}
+# the number of distinct source lines of file $1 that the compiler flags for the planted mode
+switch_sites() {
+    grep -E "enumeration value .NORM_PLANTED. not handled" "$work/log" | grep -E "(^|/)$1[:(]" |
+        sed -E 's/^([^:(]*)[:(]([0-9]+).*/\1:\2/' | sort -u | wc -l
+}
 
 # the unchanged copy builds (so that the failures below are the planted mode's)
 copy_tree
@@ -56,29 +67,34 @@ if build_c; then bad "a mode missing from the tables built"; else
 fi
 
 # 2. enum and tables: every switch is named
+expect_sites() {  # $1 file, $2 expected count
+    local n
+    n=$(switch_sites "$1")
+    if [ "$n" -eq "$2" ]; then ok "$1: -Wswitch names all $2 switches over the mode"
+    else bad "$1: $n switch sites named, expected $2:"; cat "$work/log"; fi
+}
 add_table_rows || bad "could not extend the tables (params.h changed shape?)"
-if build_c; then bad "a mode no switch handles built (train_gpt2.c)"; else
-    n=$(switch_sites)
-    if [ "$n" -eq 4 ]; then ok "train_gpt2.c: -Wswitch names all 4 switches over the mode"
-    else bad "train_gpt2.c: $n switch sites named, expected 4:"; cat "$work/log"; fi
-    if grep -E "error:" "$work/log" | grep -vq "NORM_PLANTED"; then bad "train_gpt2.c: other errors too:"; cat "$work/log"; fi
+if build_c; then bad "a mode no switch handles built (train_gpt2.c, test_gpt2.c)"; else
+    expect_sites train_gpt2.c 4
+    expect_sites debug_state.h 3
+    if grep -E "error:" "$work/log" | grep -vq "NORM_PLANTED"; then bad "C: other errors too:"; cat "$work/log"; fi
 fi
 if command -v "$NVCC" > /dev/null 2>&1; then
-    if build_cu; then bad "a mode no switch handles built (train_gpt2.cu)"; else
-        n=$(switch_sites)
-        if [ "$n" -eq 4 ]; then ok "train_gpt2.cu: -Wswitch names all 4 switches over the mode"
-        else bad "train_gpt2.cu: $n switch sites named, expected 4:"; cat "$work/log"; fi
+    if build_cu; then bad "a mode no switch handles built (train_gpt2.cu, test_gpt2.cu)"; else
+        expect_sites train_gpt2.cu 4
+        expect_sites debug_state.h 3
     fi
 else
     echo "skip train_gpt2.cu: $NVCC not found"
 fi
 
 # 3. and once each switch handles it (here: as siamese), the trainers build again: the list is complete
-sed -i 's/^\( *\)case NORM_SIAMESE:/\1case NORM_PLANTED:\n&/' "$work/src/train_gpt2.c" "$work/src/train_gpt2.cu"
-if build_c; then ok "train_gpt2.c: with the switches extended, the planted mode builds"
+sed -i 's/^\( *\)case NORM_SIAMESE:/\1case NORM_PLANTED:\n&/' "$work/src/train_gpt2.c" "$work/src/train_gpt2.cu" \
+    "$work/src/common/debug_state.h"
+if build_c; then ok "C: with the switches extended, the planted mode builds"
 else bad "train_gpt2.c: still does not build with every switch extended:"; cat "$work/log"; fi
 if command -v "$NVCC" > /dev/null 2>&1; then
-    if build_cu; then ok "train_gpt2.cu: with the switches extended, the planted mode builds"
+    if build_cu; then ok "CUDA: with the switches extended, the planted mode builds"
     else bad "train_gpt2.cu: still does not build with every switch extended:"; cat "$work/log"; fi
 fi
 
