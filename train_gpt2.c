@@ -1094,6 +1094,7 @@ static void write_checkpoint(const TrainArgs* a, GPT2* m, const TrainState* st) 
 }
 
 int main(int argc, char** argv) {
+    openmp_wait_passively(argv);  // OpenMP threads that sleep while they wait, unless the user chose
     setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
     TrainArgs args = args_defaults();
     args_parse(&args, argc, argv);
@@ -1139,8 +1140,8 @@ int main(int argc, char** argv) {
     printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
            NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
            cfg->padded_vocab_size, cfg->max_seq_len, model.num_parameters);
-    printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads\n", args.B, args.T, args.total_batch,
-           grad_accum, threads);
+    printf("batch: B %d | T %d | total %ld tokens | grad accum %d | %d threads (wait: %s)\n", args.B, args.T,
+           args.total_batch, grad_accum, threads, openmp_wait_policy_name());
     gpt2_allocate(&model, args.B, args.T);
     // arithmetic data: exact-match accuracy on held-out problems at every validation
     ArithEval arith_eval;

@@ -1532,6 +1532,7 @@ static double flops_per_token(const GPT2* m, int T) {
 }
 
 int main(int argc, char** argv) {
+    openmp_wait_passively(argv);  // OpenMP threads that sleep while they wait, unless the user chose
     setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file (as train_gpt2.c)
     TrainArgs args = args_defaults();
     args_parse(&args, argc, argv);

@@ -7,6 +7,7 @@ loss or gradient norm is not finite.
 #ifndef COMMON_TRAIN_COMMON_H
 #define COMMON_TRAIN_COMMON_H
 
+#include <strings.h>
 #include <time.h>
 #include "args.h"
 #include "arithmetic.h"
@@ -14,6 +15,34 @@ loss or gradient norm is not finite.
 #include "logger.h"
 #include "state.h"
 #include "tokenizer.h"
+
+// OpenMP threads that wait by spinning fight other processes for the cores: on a 2-core machine
+// running two other busy processes, 2 threads took twice as long as 1 (dev/cpu/RESULTS.md, "Under
+// load"). Threads that sleep while they wait (OMP_WAIT_POLICY=PASSIVE) lose nothing there. The
+// OpenMP runtime reads its settings once, when it is loaded, before main() runs, so setting the
+// variable from main() is too late: when the user has set neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT, this sets OMP_WAIT_POLICY=PASSIVE and runs the program again with the same
+// arguments (execv of /proc/self/exe), which loads the runtime afresh. Call it first thing in
+// main(). Without OpenMP, or where /proc/self/exe cannot be executed, it does nothing.
+// OMP_WAIT_POLICY=ACTIVE (or any GOMP_SPINCOUNT) keeps the runtime's own spinning.
+static inline void openmp_wait_passively(char** argv) {
+#if defined(_OPENMP) && defined(__linux__)
+    if (getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL) { return; }
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) { return; }
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");  // the exec failed: go on as we are, with the runtime's default
+#else
+    (void)argv;
+#endif
+}
+
+// how OpenMP threads wait, for the start-up line: "passive", "active" or "default" (spin a while)
+static inline const char* openmp_wait_policy_name(void) {
+    const char* p = getenv("OMP_WAIT_POLICY");
+    if (p == NULL) { return getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : "default"; }
+    return strcasecmp(p, "passive") == 0 ? "passive" : strcasecmp(p, "active") == 0 ? "active" : p;
+}
 
 static inline double now_seconds(void) {
     struct timespec ts;
