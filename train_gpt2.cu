@@ -1050,8 +1050,7 @@ static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
     GPT2Config cfg;
     FILE* f = checkpoint_open(path, &cfg);
     gpt2_init_params(m, &cfg);
-    fread_check(m->host_params, sizeof(float), m->num_parameters, f, path);
-    fclose(f);
+    checkpoint_read_params(f, &cfg, m->host_params, path);
     gpt2_upload_params(m);
 }
 
@@ -1607,6 +1606,7 @@ int main(int argc, char** argv) {
             printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, args.max_steps);
         }
     }
+    st.max_steps = args.max_steps;  // the schedule the checkpoints of this run follow
     st.B = args.B;
     st.T = args.T;
     st.total_batch = args.total_batch;

@@ -187,6 +187,31 @@ static inline FILE* checkpoint_open(const char* path, GPT2Config* cfg) {
     return f;
 }
 
+// a NaN or Inf weight makes every step of a run skipped and every sample garbage, so checkpoints
+// holding one are refused on load, naming the tensor (`path` names the file in the error)
+static inline void params_check_finite(const float* params, const GPT2Config* cfg, const char* path) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_param_sizes(sizes, cfg);
+    const float* p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        for (size_t j = 0; j < sizes[i]; j++) {
+            if (!isfinite(p[j])) {
+                fatal("%s: parameter tensor %s holds %s at element %zu of %zu; refusing to use this checkpoint", path,
+                      PARAM_NAMES[i], isnan(p[j]) ? "NaN" : "Inf", j, sizes[i]);
+            }
+        }
+        p += sizes[i];
+    }
+}
+
+// reads the parameters of a file opened with checkpoint_open into `params`, closes it, and checks
+// that every weight is finite
+static inline void checkpoint_read_params(FILE* f, const GPT2Config* cfg, float* params, const char* path) {
+    fread_check(params, sizeof(float), count_parameters(cfg), f, path);
+    fclose(f);
+    params_check_finite(params, cfg, path);
+}
+
 // writes header + parameters atomically (temporary file, fsync, rename)
 static inline void checkpoint_write(const char* path, const GPT2Config* cfg, const float* params) {
     int header[256];
