@@ -1049,7 +1049,7 @@ static void sample_text(GPT2* m, Tokenizer* tok, int n, uint64_t* rng) {
     int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
     seq[0] = tokenizer_prompt_token(tok, V);
     TokenPrinter tp;
-    token_printer_init(&tp, tok, stdout);
+    token_printer_init_escaped(&tp, tok, stdout);  // control bytes and invalid UTF-8 as \xNN
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
         int start = i > T ? i - T : 0;
