@@ -105,7 +105,7 @@ test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
 		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
 
-test: test-parity test-corrupt test-data test-arith test-train-cli test-fuzz-replay check-cuda
+test: test-parity test-corrupt test-data test-arith test-train-cli test-readme test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic

@@ -18,8 +18,8 @@ loss or gradient norm is not finite.
 #include "tokenizer.h"
 
 // OpenMP threads that wait by spinning fight other processes for the cores: on a 2-core machine
-// running two other busy processes, 2 threads took twice as long as 1 (dev/cpu/RESULTS.md, "Under
-// load"). Threads that sleep while they wait (OMP_WAIT_POLICY=PASSIVE) lose nothing there. The
+// running two other busy processes, 2 threads took 4 times as long as 1 (dev/cpu/RESULTS.md, "Under
+// load"); threads that sleep while they wait (OMP_WAIT_POLICY=PASSIVE) were faster than 1. The
 // OpenMP runtime reads its settings once, when it is loaded, before main() runs, so setting the
 // variable from main() is too late: when the user has set neither OMP_WAIT_POLICY nor
 // GOMP_SPINCOUNT, this sets OMP_WAIT_POLICY=PASSIVE and runs the program again with the same
