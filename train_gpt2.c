@@ -999,24 +999,29 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
                         int t) {
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-        float* param = m->params_memory + offset;
-        float* grad = m->grads_memory + offset;
-        float* mm = m->m_memory + offset;
-        float* vv = m->v_memory + offset;
-        #pragma omp parallel for
-        for (size_t j = 0; j < n; j++) {
-            float gj = grad[j] * grad_scale;
-            mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
-            vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
-            float mhat = mm[j] * inv_bc1;
-            float vhat = vv[j] * inv_bc2;
-            param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
+    // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
+    // disjoint): waking the threads once per tensor cost more than the small tensors' work
+    #pragma omp parallel
+    {
+        size_t offset = 0;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            size_t n = m->param_sizes[i];
+            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+            float* param = m->params_memory + offset;
+            float* grad = m->grads_memory + offset;
+            float* mm = m->m_memory + offset;
+            float* vv = m->v_memory + offset;
+            #pragma omp for nowait
+            for (size_t j = 0; j < n; j++) {
+                float gj = grad[j] * grad_scale;
+                mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
+                vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
+                float mhat = mm[j] * inv_bc1;
+                float vhat = vv[j] * inv_bc2;
+                param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
+            }
+            offset += n;
         }
-        offset += n;
     }
 }
 
