@@ -7,7 +7,7 @@
 # the cores. Each configuration runs REPEATS times, interleaved with the others so that a change
 # in the machine's own load hits them alike; the median is shown, then the ratios.
 #   2 threads / 1 thread under load      should be <= 1 (threads must not cost time under load)
-#   2 spinning / 1 thread under load     what the spinning default did (about 2 on 2 cores)
+#   2 spinning / 1 thread under load     what the spinning default did (4.3 in dev/cpu/RESULTS.md)
 #   2 threads / 2 spinning, no extra load   what sleeping costs on an idle machine
 # On a shared machine "no extra load" is not quiet: compare ratios measured within one run.
 # Usage: dev/bench_load.sh [steps]      (env: REPEATS=3, LOAD=2 busy processes)
