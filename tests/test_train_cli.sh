@@ -457,5 +457,18 @@ expect_success "a .tmp left by an interrupted write" "$TRAIN" "${T[@]}" -e "$MOD
 check "... is removed and named" grep -qx "note: removed $W/tmpleft/model_00000004.bin.tmp, left by an interrupted checkpoint write" "$W/a_.tmp_left_by_an_interrupted_write.out"
 check "... both of them" test -z "$(ls "$W/tmpleft" | grep tmp)"
 
+# samples are escaped: a tokenizer.bin of 200 one-byte tokens (bytes 0..198, <|endoftext|> = 199)
+# beside the shards makes the tiny model sample control bytes and invalid UTF-8
+mkdir -p "$W/bytedata"; cp "$W/data/train_000.bin" "$W/bytedata/"
+head -c 1024 /dev/zero > "$W/bytedata/tokenizer.bin"
+put_int "$W/bytedata/tokenizer.bin" 0 20240328; put_int "$W/bytedata/tokenizer.bin" 1 2
+put_int "$W/bytedata/tokenizer.bin" 2 200; put_int "$W/bytedata/tokenizer.bin" 3 199
+{ for i in $(seq 0 198); do printf "\\001\\$(printf %03o "$i")"; done; printf '\015<|endoftext|>'; } >> "$W/bytedata/tokenizer.bin"
+expect_success "samples of a byte-level model" "$TRAIN" "${T[@]}" -e "$MODEL" -i "$W/bytedata/train_000.bin" -s 1 -g 64 -x 1
+sed -n '/^---$/,/^---$/p' "$W/samples_of_a_byte-level_model.out" > "$W/samples.txt"
+check "... are printed escaped (\\xNN)" grep -q '\\x[0-9a-f][0-9a-f]' "$W/samples.txt"
+check "... with no raw control byte but newline" test -z "$(tr -d '\n\t' < "$W/samples.txt" | LC_ALL=C tr -d '\040-\176' | LC_ALL=C tr -d '\200-\377' | od -A n -c)"
+check "... and valid UTF-8" iconv -f UTF-8 -t UTF-8 "$W/samples.txt" -o /dev/null
+
 echo "test_train_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
