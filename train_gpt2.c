@@ -1000,7 +1000,8 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
     // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
-    // disjoint): waking the threads once per tensor cost more than the small tensors' work
+    // disjoint): a region per tensor woke the threads 28 times a step, mostly for LayerNorm weights
+    // and biases of a few hundred floats (dev/cpu/RESULTS.md, "Under load")
     #pragma omp parallel
     {
         size_t offset = 0;

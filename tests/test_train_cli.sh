@@ -212,7 +212,7 @@ expect_error "state parameter count disagrees with the model" "holds optimizer s
 bad_state st_params_neg; put_int "$S" 6 -1
 resume_of st_params_neg
 expect_error "state parameter count negative (high word)" "parameters, but the model has" "${R[@]}"
-for spec in "2 -1 step" "3 -1 updates" "3 99 updates" "4 -3 nonfinite" "7 0 B" "8 -8 T" "9 0 total_batch" "11 -1 shard_index" "12 -5 shard_offset"; do
+for spec in "2 -1 step" "3 -1 updates" "3 99 updates" "4 -3 nonfinite" "7 0 B" "8 -8 T" "9 0 total_batch" "11 -1 shard_index" "12 -5 shard_offset" "16 -1 max_steps"; do
     set -- $spec
     bad_state "st_absurd_$3"; put_int "$S" "$1" "$2"
     resume_of "st_absurd_$3"
