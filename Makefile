@@ -149,7 +149,7 @@ tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEA
 test-llmc: tests/bin/test_llmc dev/llmc_convert
 	./tests/bin/test_llmc dev/llmc_convert
 
-test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-fuzz-replay check-cuda
+test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-readme test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \

@@ -1028,24 +1028,30 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
                         int t) {
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-        float* param = m->params_memory + offset;
-        float* grad = m->grads_memory + offset;
-        float* mm = m->m_memory + offset;
-        float* vv = m->v_memory + offset;
-        #pragma omp parallel for
-        for (size_t j = 0; j < n; j++) {
-            float gj = grad[j] * grad_scale;
-            mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
-            vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
-            float mhat = mm[j] * inv_bc1;
-            float vhat = vv[j] * inv_bc2;
-            param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
+    // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
+    // disjoint): a region per tensor woke the threads 28 times a step, mostly for LayerNorm weights
+    // and biases of a few hundred floats (dev/cpu/RESULTS.md, "Under load")
+    #pragma omp parallel
+    {
+        size_t offset = 0;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            size_t n = m->param_sizes[i];
+            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+            float* param = m->params_memory + offset;
+            float* grad = m->grads_memory + offset;
+            float* mm = m->m_memory + offset;
+            float* vv = m->v_memory + offset;
+            #pragma omp for nowait
+            for (size_t j = 0; j < n; j++) {
+                float gj = grad[j] * grad_scale;
+                mm[j] = beta1 * mm[j] + (1.0f - beta1) * gj;
+                vv[j] = beta2 * vv[j] + (1.0f - beta2) * gj * gj;
+                float mhat = mm[j] * inv_bc1;
+                float vhat = vv[j] * inv_bc2;
+                param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
+            }
+            offset += n;
         }
-        offset += n;
     }
 }
 
@@ -1101,7 +1107,7 @@ int main(int argc, char** argv) {
     int threads = 1;
 #endif
     char batch_note[64];
-    snprintf(batch_note, sizeof(batch_note), " | %d threads", threads);
+    snprintf(batch_note, sizeof(batch_note), " | %d threads (wait: %s)", threads, openmp_wait_policy_name());
     train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
     gpt2_allocate(&model, run.args.B, run.args.T);
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",

@@ -21,6 +21,7 @@ typedef struct {
     const char* val_pattern;    // -j  validation token shards (glob), "" = no validation
     const char* init;           // -e  checkpoint path, or dN for a fresh model of depth N
     const char* norm_mode;      // -N  norm mode of a fresh model: pre | post | siamese
+    int norm_mode_given;        //     -N was on the command line (a checkpoint's own mode overrides it)
     const char* output_dir;     // -o  folder for the log file and checkpoints, "" = none
     int B;                      // -b  micro-batch size (sequences)
     int T;                      // -t  sequence length
@@ -53,6 +54,7 @@ static inline TrainArgs args_defaults(void) {
     a.val_pattern = ARITH_DEFAULT_VAL;
     a.init = "d2";  // C 128, 2 layers: a few minutes on 2 CPU cores (d12 is GPT-2 124M)
     a.norm_mode = "siamese";
+    a.norm_mode_given = 0;
     a.output_dir = "";
     a.B = 16;
     a.T = 64;
@@ -141,7 +143,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'i': a->train_pattern = v; break;
             case 'j': a->val_pattern = v; break;
             case 'e': a->init = v; break;
-            case 'N': norm_mode_from_name(v); a->norm_mode = v; break;
+            case 'N': norm_mode_from_name(v); a->norm_mode = v; a->norm_mode_given = 1; break;
             case 'o': a->output_dir = v; break;
             case 'b': a->B = (int)parse_long_flag(flag, v, 1, 1 << 16); break;
             case 't': a->T = (int)parse_long_flag(flag, v, 1, 1 << 20); break;
@@ -172,6 +174,10 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
               a->total_batch / bt, bt, 1L << 20);
     }
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
+    if (a->warmup_steps > a->max_steps) {
+        printf("note: warmup -u %d is longer than the run -x %d: the learning rate ends at %g, not at -l %g\n",
+               a->warmup_steps, a->max_steps, a->learning_rate * a->max_steps / a->warmup_steps, a->learning_rate);
+    }
     // the file names in it ("/model_XXXXXXXX.bin.tmp", "/main.log") must fit the 1024-byte path buffers
     if (strlen(a->output_dir) > 1000) {
         fatal("output folder -o is too long (%zu characters, at most 1000)", strlen(a->output_dir));

@@ -259,7 +259,25 @@ static inline void checkpoint_open(CheckpointFile* ck, const char* path) {
     }
 }
 
-// reads every parameter (as float32, in the table's order) into `params` and closes the file
+// a NaN or Inf weight makes every step of a run skipped and every sample garbage, so checkpoints
+// holding one are refused on load, naming the tensor (`path` names the file in the error)
+static inline void params_check_finite(const float* params, const GPT2Config* cfg, const char* path) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_param_sizes(sizes, cfg);
+    const float* p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        for (size_t j = 0; j < sizes[i]; j++) {
+            if (!isfinite(p[j])) {
+                fatal("%s: parameter tensor %s holds %s at element %zu of %zu; refusing to use this checkpoint", path,
+                      PARAM_NAMES[i], isnan(p[j]) ? "NaN" : "Inf", j, sizes[i]);
+            }
+        }
+        p += sizes[i];
+    }
+}
+
+// reads every parameter (as float32, in the table's order) into `params`, closes the file, and
+// checks that every weight is finite
 static inline void checkpoint_read_params(CheckpointFile* ck, float* params) {
     size_t n = count_parameters(&ck->config);
     if (!ck->bf16) {
@@ -282,6 +300,7 @@ static inline void checkpoint_read_params(CheckpointFile* ck, float* params) {
     }
     fclose(ck->f);
     ck->f = NULL;
+    params_check_finite(params, &ck->config, ck->path);
 }
 
 // a header whose entries 2..7 hold the model's sizes (the same places in our format and llm.c's)

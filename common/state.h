@@ -5,6 +5,7 @@ A checkpoint of a run in the output folder is a PAIR of files written at the sam
     model_XXXXXXXX.bin   the parameters (common/params.h; fp32 master weights on the GPU)
     state_XXXXXXXX.bin   everything else training needs to continue as if it never stopped:
         header   256 int32: magic 20260210, version 1, then the fields of TrainState below
+                 (max_steps, int 16, came later: files without it hold 0 there, "not recorded")
         body     AdamW m (num_parameters float32), AdamW v (num_parameters float32)
 Each file is written atomically (temporary file, fsync, rename), the state first and the model
 second, so a pair is complete exactly when both files exist: a crash or a full disk at any point
@@ -29,6 +30,7 @@ typedef struct {
     int shard_index;          // training data position: the next batch (common/dataloader.h)
     long shard_offset;
     uint64_t sample_rng;      // the sampling random state
+    int max_steps;            // the -x the run was planned with (its cosine schedule); 0: not recorded
 } TrainState;
 
 static inline void checkpoint_paths(const char* dir, int step, char* model_path, char* state_path, size_t cap) {
@@ -61,6 +63,7 @@ static inline void state_write(const char* path, const TrainState* st, const flo
     put_long(header, 12, st->shard_offset);
     header[14] = (int)(uint32_t)(st->sample_rng & 0xffffffffu);
     header[15] = (int)(uint32_t)(st->sample_rng >> 32);
+    header[16] = st->max_steps;
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, header, sizeof(int), 256);
@@ -88,12 +91,13 @@ static inline void state_read(const char* path, TrainState* st, float* m, float*
     st->shard_index = header[11];
     st->shard_offset = get_long(header, 12);
     st->sample_rng = (uint64_t)(uint32_t)header[14] | ((uint64_t)(uint32_t)header[15] << 32);
+    st->max_steps = header[16];  // 0 in files written before it was recorded
     if (st->num_parameters != (long)num_parameters) {
         fatal("%s holds optimizer state for %ld parameters, but the model has %zu", path, st->num_parameters, num_parameters);
     }
     if (st->step < 0 || st->updates < 0 || st->updates > st->step || st->nonfinite_in_a_row < 0 ||
         st->nonfinite_in_a_row > st->step || st->B < 1 || st->T < 1 || st->total_batch < 1 || st->shard_index < 0 ||
-        st->shard_offset < 0) {
+        st->shard_offset < 0 || st->max_steps < 0) {
         fatal("%s: inconsistent values in header (step %d, updates %d)", path, st->step, st->updates);
     }
     size_t expected = 1024 + 2 * sizeof(float) * num_parameters;
@@ -103,6 +107,13 @@ static inline void state_read(const char* path, TrainState* st, float* m, float*
     fread_check(m, sizeof(float), num_parameters, f, path);
     fread_check(v, sizeof(float), num_parameters, f, path);
     fclose(f);
+    // non-finite moments would turn every update into NaN (and every step would then be skipped)
+    for (size_t i = 0; i < num_parameters; i++) {
+        if (!isfinite(m[i]) || !isfinite(v[i])) {
+            fatal("%s: the AdamW %s of parameter %zu is %s; refusing to resume from it", path, isfinite(m[i]) ? "v" : "m",
+                  i, isnan(isfinite(m[i]) ? v[i] : m[i]) ? "NaN" : "Inf");
+        }
+    }
 }
 
 // the steps of the complete checkpoint pairs in `dir`, ascending; returns how many (at most cap:

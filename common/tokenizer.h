@@ -19,7 +19,12 @@ The TokenPrinter below therefore
     one U+FFFD per "maximal subpart", the Unicode rule that Python's
     bytes.decode("utf-8", errors="replace") follows as well,
   * prints the end-of-text token as <|endoftext|> and an id outside the vocabulary as <|id|>.
-So whatever the model samples, what reaches the terminal is valid UTF-8.
+So whatever the model samples, the decoded text is valid UTF-8 (tokenizer_decode gives exactly
+what Python's decode gives). For a terminal that is not enough: a byte-level model also samples NUL,
+ESC and other control bytes, which the terminal would act on or swallow. A printer made with
+token_printer_init_escaped writes every byte that is not printable text as \xNN instead: the
+control bytes 00-1F (but newline and tab) and 7F, the C1 controls U+0080-U+009F (C2 80-C2 9F), and
+each byte of invalid UTF-8 (in place of U+FFFD, so that one sees which bytes came out).
 
 If the tokenizer file does not exist, tokenizer_init leaves the tokenizer "not loaded" (with a
 notice saying why) and the printer writes the token ids as numbers. A file that exists but is
@@ -192,12 +197,19 @@ typedef struct {
     unsigned char pending[4];   // the beginning of a character whose remaining bytes are due
     int num_pending;            // how many bytes pending holds (0: none)
     int char_length;            // how long that character is
+    int escape;                 // write bytes that are not printable text as \xNN (token_printer_init_escaped)
 } TokenPrinter;
 
 static inline void token_printer_init(TokenPrinter* p, const Tokenizer* t, FILE* out) {
     memset(p, 0, sizeof(*p));
     p->tok = t;
     p->out = out;
+}
+
+// a printer for a terminal: bytes that are not printable text come out as \xNN
+static inline void token_printer_init_escaped(TokenPrinter* p, const Tokenizer* t, FILE* out) {
+    token_printer_init(p, t, out);
+    p->escape = 1;
 }
 
 static inline void token_printer_emit(TokenPrinter* p, const void* data, size_t n) {
@@ -216,12 +228,26 @@ static inline void token_printer_replacement(TokenPrinter* p) {
     token_printer_emit(p, "\xEF\xBF\xBD", 3);  // U+FFFD
 }
 
-// a character left unfinished: replace what we have of it
+static inline void token_printer_escaped(TokenPrinter* p, const unsigned char* bytes, int n) {
+    for (int i = 0; i < n; i++) {
+        char text[8];
+        snprintf(text, sizeof(text), "\\x%02x", bytes[i]);
+        token_printer_emit(p, text, 4);
+    }
+}
+
+// a character left unfinished: replace what we have of it (escaped: write its bytes as \xNN)
 static inline void token_printer_drop_pending(TokenPrinter* p) {
     if (p->num_pending > 0) {
-        token_printer_replacement(p);
+        if (p->escape) { token_printer_escaped(p, p->pending, p->num_pending); } else { token_printer_replacement(p); }
         p->num_pending = 0;
     }
+}
+
+// a control character: C0 (but newline and tab), DEL, or C1 (U+0080-U+009F, the bytes C2 80-9F)
+static inline int utf8_is_control(const unsigned char* c, int n) {
+    if (n == 1) { return (c[0] < 0x20 && c[0] != '\n' && c[0] != '\t') || c[0] == 0x7F; }
+    return n == 2 && c[0] == 0xC2 && c[1] <= 0x9F;
 }
 
 static inline void token_printer_byte(TokenPrinter* p, unsigned char b) {
@@ -229,7 +255,11 @@ static inline void token_printer_byte(TokenPrinter* p, unsigned char b) {
         if (utf8_continues(p->pending, p->num_pending, b)) {
             p->pending[p->num_pending++] = b;
             if (p->num_pending == p->char_length) {  // complete: out it goes
-                token_printer_emit(p, p->pending, (size_t)p->num_pending);
+                if (p->escape && utf8_is_control(p->pending, p->num_pending)) {
+                    token_printer_escaped(p, p->pending, p->num_pending);
+                } else {
+                    token_printer_emit(p, p->pending, (size_t)p->num_pending);
+                }
                 p->num_pending = 0;
             }
             return;
@@ -237,8 +267,12 @@ static inline void token_printer_byte(TokenPrinter* p, unsigned char b) {
         token_printer_drop_pending(p);  // cut short; b itself may still start something valid
     }
     int n = utf8_sequence_length(b);
-    if (n == 1) {
+    if (n == 1 && p->escape && utf8_is_control(&b, 1)) {
+        token_printer_escaped(p, &b, 1);
+    } else if (n == 1) {
         token_printer_emit(p, &b, 1);
+    } else if (n == 0 && p->escape) {
+        token_printer_escaped(p, &b, 1);
     } else if (n == 0) {
         token_printer_replacement(p);
     } else {

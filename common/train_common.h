@@ -7,13 +7,43 @@ loss or gradient norm is not finite.
 #ifndef COMMON_TRAIN_COMMON_H
 #define COMMON_TRAIN_COMMON_H
 
+#include <strings.h>
 #include <time.h>
+#include <dirent.h>
 #include "args.h"
 #include "arithmetic.h"
 #include "dataloader.h"
 #include "logger.h"
 #include "state.h"
 #include "tokenizer.h"
+
+// OpenMP threads that wait by spinning fight other processes for the cores: on a 2-core machine
+// running two other busy processes, 2 threads took 4 times as long as 1 (dev/cpu/RESULTS.md, "Under
+// load"); threads that sleep while they wait (OMP_WAIT_POLICY=PASSIVE) were faster than 1. The
+// OpenMP runtime reads its settings once, when it is loaded, before main() runs, so setting the
+// variable from main() is too late: when the user has set neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT, this sets OMP_WAIT_POLICY=PASSIVE and runs the program again with the same
+// arguments (execv of /proc/self/exe), which loads the runtime afresh. Call it first thing in
+// main(). Without OpenMP, or where /proc/self/exe cannot be executed, it does nothing.
+// OMP_WAIT_POLICY=ACTIVE (or any GOMP_SPINCOUNT) keeps the runtime's own spinning.
+static inline void openmp_wait_passively(char** argv) {
+#if defined(_OPENMP) && defined(__linux__)
+    if (getenv("OMP_WAIT_POLICY") != NULL || getenv("GOMP_SPINCOUNT") != NULL) { return; }
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) { return; }
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");  // the exec failed: go on as we are, with the runtime's default
+#else
+    (void)argv;
+#endif
+}
+
+// how OpenMP threads wait, for the start-up line: "passive", "active" or "default" (spin a while)
+static inline const char* openmp_wait_policy_name(void) {
+    const char* p = getenv("OMP_WAIT_POLICY");
+    if (p == NULL) { return getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : "default"; }
+    return strcasecmp(p, "passive") == 0 ? "passive" : strcasecmp(p, "active") == 0 ? "active" : p;
+}
 
 static inline double now_seconds(void) {
     struct timespec ts;
@@ -37,22 +67,114 @@ static inline int nan_injected_at(int step) {
     return 0;
 }
 
-// the output folder (-o): creates it, and returns the step of the newest complete checkpoint to
-// resume from with -y 1 (-1: start fresh). Without -y 1 it refuses a folder that already holds a run.
-static inline int output_dir_prepare(const TrainArgs* a) {
-    if (a->output_dir[0] == '\0') { return -1; }
-    ensure_writable_dir(a->output_dir);
+// ----------------------------------------------------------------------------
+// the output folder (-o)
+
+// Only one run at a time may use an output folder: two would interleave main.log and overwrite each
+// other's checkpoints. The run holds a POSIX record lock (fcntl) on <dir>/.lock for as long as it
+// lives; the kernel drops the lock when the process ends, however it ends, so a killed run leaves
+// no stale lock. A second run is refused with the holder's pid, which fcntl reports (the pid is
+// also written into the file, for people). The descriptor stays open until the process exits; no
+// other descriptor of that file may be opened and closed meanwhile (that would drop the lock).
+static inline void output_dir_lock(const char* dir) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { fatal("cannot create the lock file %s: %s", path, strerror(errno)); }
+    struct flock lock;
+    memset(&lock, 0, sizeof(lock));
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;  // start 0, length 0: the whole file
+    if (fcntl(fd, F_SETLK, &lock) != 0) {
+        if (errno != EACCES && errno != EAGAIN) {  // e.g. a network file system without locks
+            printf("note: cannot lock %s (%s): nothing stops a second run from using this folder\n", path, strerror(errno));
+            close(fd);
+            return;
+        }
+        struct flock holder = lock;
+        if (fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK) {
+            fatal("output folder %s is in use by another run (pid %d); wait for it to end or choose another -o", dir,
+                  (int)holder.l_pid);
+        }
+        fatal("output folder %s was in use by another run a moment ago; try again", dir);
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the lock is what counts */ }
+}
+
+// a checkpoint file's temporary name ("model_00000020.bin.tmp", "state_..."): a write that was
+// interrupted (killed, power lost) leaves it behind; nothing ever reads it
+static inline int is_checkpoint_tmp_name(const char* name) {
+    int step;
+    char tail;
+    return strlen(name) == 22 && strcmp(name + 18, ".tmp") == 0 &&
+           (sscanf(name, "model_%8d.bi%c", &step, &tail) == 2 || sscanf(name, "state_%8d.bi%c", &step, &tail) == 2);
+}
+
+// removes (and names) the temporary checkpoint files of interrupted writes; call with the lock held,
+// since a live run's temporary file is not debris. Anything but a regular file is left alone.
+static inline void output_dir_remove_tmp(const char* dir) {
+    DIR* d = opendir(dir);
+    if (d == NULL) { return; }
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_checkpoint_tmp_name(e->d_name)) { continue; }
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (file_exists(path) && remove(path) == 0) {
+            printf("note: removed %s, left by an interrupted checkpoint write\n", path);
+        }
+    }
+    closedir(d);
+}
+
+// does `dir` hold any file of a run: main.log, or a model_ or state_ file?
+static inline int output_dir_has_run_files(const char* dir) {
     char log_path[1100];
-    snprintf(log_path, sizeof(log_path), "%s/main.log", a->output_dir);
-    int latest = latest_checkpoint(a->output_dir);
-    if (a->resume) {
-        if (latest < 0) { printf("note: no complete checkpoint in %s to resume from; starting fresh\n", a->output_dir); }
-        return latest;
+    snprintf(log_path, sizeof(log_path), "%s/main.log", dir);
+    if (file_exists(log_path)) { return 1; }
+    DIR* d = opendir(dir);
+    if (d == NULL) { return 0; }
+    int found = 0;
+    struct dirent* e;
+    while (!found && (e = readdir(d)) != NULL) {
+        found = strncmp(e->d_name, "model_", 6) == 0 || strncmp(e->d_name, "state_", 6) == 0;
     }
-    if (latest >= 0 || file_exists(log_path)) {
-        fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", a->output_dir);
+    closedir(d);
+    return found;
+}
+
+// Start-up checks of the output folder (-o) and of what comes from a checkpoint. Creates the
+// folder (and its parents), locks it for this run (output_dir_lock), removes the temporary files
+// of interrupted writes, and returns the step of the newest complete checkpoint to resume from
+// with -y 1 (-1: start fresh). Refused: without -y 1 a folder that already holds a run; with -y 1 a
+// folder that holds a log or model/state files but no complete pair (a resume would silently start
+// from zero and append to the old log). Says when -N is given but the model comes from a checkpoint.
+static inline int output_dir_prepare(const TrainArgs* a) {
+    int resume_step = -1;
+    if (a->output_dir[0] != '\0') {
+        ensure_writable_dir(a->output_dir);
+        output_dir_lock(a->output_dir);
+        output_dir_remove_tmp(a->output_dir);
+        int latest = latest_checkpoint(a->output_dir);
+        int has_files = latest >= 0 || output_dir_has_run_files(a->output_dir);
+        if (a->resume && latest >= 0) {
+            resume_step = latest;
+        } else if (a->resume && has_files) {
+            fatal("%s holds files of a run (main.log, model_ or state_ files) but no complete checkpoint pair to "
+                  "resume from; remove them or choose another -o", a->output_dir);
+        } else if (a->resume) {
+            printf("note: no checkpoint in %s to resume from; starting fresh\n", a->output_dir);
+        } else if (has_files) {
+            fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", a->output_dir);
+        }
     }
-    return -1;
+    if (a->norm_mode_given && (resume_step >= 0 || args_fresh_depth(a->init) == 0)) {
+        printf("note: -N %s is ignored: the model comes from a checkpoint, which carries its own norm mode\n",
+               a->norm_mode);
+    }
+    return resume_step;
 }
 
 // a NaN or Inf loss or gradient norm at `step` (0-based): the update is skipped (the weights stay
@@ -78,6 +200,13 @@ static inline void resume_check_state(const TrainState* st, const TrainArgs* a, 
     if (st->B != a->B || st->T != a->T || st->total_batch != a->total_batch) {
         fatal("%s was written with -b %d -t %d -d %ld; resume with the same (not -b %d -t %d -d %ld)", state_path,
               st->B, st->T, st->total_batch, a->B, a->T, a->total_batch);
+    }
+    // another -x stretches or squeezes the cosine schedule: the learning rate jumps at the resume
+    if (st->max_steps > 0 && st->max_steps != a->max_steps && st->step < a->max_steps) {
+        TrainArgs planned = *a;
+        planned.max_steps = st->max_steps;
+        printf("note: the run was planned with -x %d; with -x %d the learning rate at step %d is %.3e, not %.3e\n",
+               st->max_steps, a->max_steps, st->step + 1, learning_rate_at(a, st->step), learning_rate_at(&planned, st->step));
     }
 }
 

@@ -72,8 +72,10 @@ typedef struct {
     int grad_accum;            // micro-batches per optimizer step
 } TrainRun;
 
-// flags, the output folder and the data folder; decides which model main() builds
+// flags, the output folder and the data folder; decides which model main() builds. Call it first
+// in main() on the CPU: it may run the program again with OMP_WAIT_POLICY set (train_common.h).
 static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
+    openmp_wait_passively(argv);  // OpenMP threads that sleep while they wait, unless the user chose
     setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
     memset(r, 0, sizeof(*r));
     r->args = args_defaults();
@@ -146,7 +148,7 @@ static inline void train_sample_text(const TrainerOps* ops, void* model, const G
     float* probs = (float*)malloc_check((size_t)V * sizeof(float), "sample probabilities");
     seq[0] = tokenizer_prompt_token(tok, V);
     TokenPrinter tp;
-    token_printer_init(&tp, tok, stdout);
+    token_printer_init_escaped(&tp, tok, stdout);  // control bytes and invalid UTF-8 as \xNN
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
         int start = i > T ? i - T : 0;
@@ -232,6 +234,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             printf("note: the run is already complete (step %d, -x %d); nothing to do\n", st.step, a->max_steps);
         }
     }
+    st.max_steps = a->max_steps;  // the schedule the checkpoints of this run follow
     st.B = a->B;
     st.T = a->T;
     st.total_batch = a->total_batch;

@@ -161,13 +161,24 @@ static inline void atomic_commit(AtomicFile* af) {
 // ----------------------------------------------------------------------------
 // directories
 
-// create the folder (one level) if needed and check that we can write into it
+// creates the folder and any missing parents (as mkdir -p), and checks that we can write into it
 static inline void ensure_writable_dir(const char* dir) {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        if (mkdir(dir, 0755) != 0) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
-    } else if (!S_ISDIR(st.st_mode)) {
-        fatal("output folder %s exists and is not a folder", dir);
+    char path[1024];
+    if (strlen(dir) >= sizeof(path)) { fatal("output folder path too long: %s", dir); }
+    strcpy(path, dir);
+    for (char* p = path + 1;; p++) {  // each prefix that ends before a '/', then the whole path
+        if (*p != '/' && *p != '\0') { continue; }
+        char c = *p;
+        *p = '\0';
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
+        } else if (!S_ISDIR(st.st_mode)) {
+            if (c == '\0') { fatal("output folder %s exists and is not a folder", dir); }
+            fatal("cannot create output folder %s: %s is not a folder", dir, path);
+        }
+        *p = c;
+        if (c == '\0') { break; }
     }
     if (access(dir, W_OK) != 0) { fatal("output folder %s is not writable", dir); }
 }

@@ -9,7 +9,10 @@ Each RUN is a run folder (the -o of train_gpt2 / train_gpt2cu, holding main.log)
 itself, optionally prefixed "label=". The panels: train loss (optionally smoothed with an
 exponential moving average over about N steps), val loss, and, when any run logged it
 (arithmetic data), the held-out exact-match accuracy. The log is common/logger.h's key=value
-lines; when a resumed run logged a step twice, the last line wins. Needs matplotlib.
+lines; when a resumed run logged a step twice, the last line wins. Losses are cross-entropies in
+nats per token; the accuracy is shown in percent. A log with nothing to plot (empty, not a main.log,
+or no step at or after --from_step) is an error: one line, exit status 1, and no PNG written.
+Needs matplotlib (the log checks come before it is imported). Tests: python dev/test_plot.py
 """
 
 import argparse
@@ -70,8 +73,20 @@ def parse_runs(args):
             label = labels[i]
         if label is None:
             label = os.path.basename(os.path.dirname(os.path.abspath(path))) or path
-        runs.append((label, read_log(path)))
+        series = read_log(path)
+        if not any(key in series for key, _ in PANELS):
+            sys.exit(f"error: {path}: no step lines with train_loss, val_loss or arith_acc "
+                     "(empty, or not a main.log of train_gpt2)")
+        if not any(step >= args.from_step for key, _ in PANELS for step in series.get(key, {})):
+            sys.exit(f"error: {path}: nothing logged at or after --from_step {args.from_step}")
+        runs.append((label, series))
     return runs
+
+
+# the panels: log key, title, y-axis label
+PANELS = [("train_loss", "train loss"), ("val_loss", "val loss"), ("arith_acc", "arithmetic accuracy")]
+YLABELS = {"train_loss": "cross-entropy (nats/token)", "val_loss": "cross-entropy (nats/token)",
+           "arith_acc": "held-out exact match (%)"}
 
 
 def main():
@@ -90,9 +105,7 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("train_loss", "train loss"), ("val_loss", "val loss")]
-    if any("arith_acc" in series for _, series in runs):
-        panels.append(("arith_acc", "arithmetic accuracy (held-out, exact match)"))
+    panels = PANELS[:2] + [p for p in PANELS[2:] if any(p[0] in series for _, series in runs)]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, (key, title) in zip(axes[0], panels):
         for label, series in runs:
@@ -101,14 +114,17 @@ def main():
             steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
             if key == "train_loss":
                 values = ema(values, args.smooth)
+            if key == "arith_acc":
+                values = [100.0 * v for v in values]
             style = "-" if key == "train_loss" else "o-"
             ax.plot(steps, values, style, label=label, markersize=3, linewidth=1.2)
         ax.set_title(title)
-        ax.set_xlabel("step")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(YLABELS[key])
         ax.grid(alpha=0.3)
         if key == "arith_acc":  # from 0, to a little above the best accuracy (small ones stay visible)
             best = max((max(series[key].values()) for _, series in runs if series.get(key)), default=0.0)
-            ax.set_ylim(0.0, min(1.0, max(0.05, 1.15 * best)))
+            ax.set_ylim(0.0, min(100.0, max(5.0, 115.0 * best)))
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
     if args.title:

@@ -1,5 +1,6 @@
 # tests/robust.mk: the trainer's robustness tests, included by the top-level Makefile.
 #   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
+#   make test-readme      the README's commands, run as written in a fresh copy (tests/test_readme.sh)
 #   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
 #                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
 #   make asan             the C tests and the trainer under AddressSanitizer + UBSan, then the
@@ -13,13 +14,16 @@ REPLAY_UBSAN := $(shell echo 'int main(void){return 0;}' | $(CC) -fsanitize=unde
 	&& echo -fsanitize=undefined -fno-sanitize-recover=all)
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: test-train-cli test-fuzz-replay asan
+.PHONY: test-train-cli test-readme test-fuzz-replay asan
 
 tests/bin/mkshard: tests/mkshard.c | tests/bin
 	$(CC) -O2 -Wall -Wextra $(WERROR_CFLAGS) -o $@ $<
 
 test-train-cli: train_gpt2 tests/bin/mkshard
 	bash tests/test_train_cli.sh
+
+test-readme:
+	bash tests/test_readme.sh
 
 # each harness with a main() that calls LLVMFuzzerTestOneInput on every file named on the command line
 # (built with gcc: no libFuzzer needed)

@@ -89,6 +89,28 @@ static void check_decode(const char* what, const int* ids, int n, const char* ex
           "%s: the TokenPrinter wrote %zu bytes, expected %zu", what, got, expected_len);
 }
 
+// the escaping printer (token_printer_init_escaped), streamed to a FILE
+static void check_escaped(const char* what, const int* ids, int n, const char* expected, size_t expected_len) {
+    char buf[512];
+    FILE* f = tmpfile();
+    TokenPrinter p;
+    token_printer_init_escaped(&p, &tok, f);
+    for (int i = 0; i < n; i++) { token_printer_put(&p, ids[i]); }
+    token_printer_flush(&p);
+    rewind(f);
+    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    CHECK(got == expected_len && memcmp(buf, expected, got) == 0, "%s: the escaping printer wrote \"%s\", expected \"%s\"",
+          what, buf, expected);
+}
+
+#define ESCAPED(what, expected, ...)                                                  \
+    do {                                                                              \
+        int ids_[] = {__VA_ARGS__};                                                   \
+        check_escaped(what, ids_, (int)(sizeof(ids_) / sizeof(int)), expected, sizeof(expected) - 1); \
+    } while (0)
+
 #define DECODE(what, expected, ...)                                                  \
     do {                                                                             \
         int ids_[] = {__VA_ARGS__};                                                  \
@@ -117,6 +139,17 @@ static void test_decoding(void) {
     DECODE("id outside the vocabulary", "x<|5000|>y", 'x', 5000, 'y');
     DECODE("negative id", "<|-3|>", -3);
     DECODE("outside id cuts a char", FFFD "<|265|>", 258, VOCAB);
+
+    // a printer for the terminal writes bytes that are not printable text as \xNN
+    ESCAPED("plain text and valid characters unchanged", "hello world\xE2\x82\xAC!\n\t", 256, 257, 'l', 'd', 258, 259, '\n', '\t');
+    ESCAPED("NUL", "a\\x00b", 'a', 0, 'b');
+    ESCAPED("ESC, CR, BEL, DEL", "\\x1b[2J\\x0d\\x07\\x7f", 0x1B, '[', '2', 'J', '\r', 7, 0x7F);
+    ESCAPED("C1 control U+009B (C2 9B)", "\\xc2\\x9b, U+00A0 \xC2\xA0", 0xC2, 0x9B, ',', ' ', 'U', '+', '0', '0', 'A', '0', ' ', 0xC2, 0xA0);
+    ESCAPED("invalid byte FF", "a\\xffb", 'a', 262, 'b');
+    ESCAPED("lone continuation byte", "\\x80", 0x80);
+    ESCAPED("char cut short by ASCII", "\\xe2\\x82a", 258, 'a');
+    ESCAPED("char left dangling at the end", "ok\\xf0\\x9f", 'o', 'k', 260);
+    ESCAPED("end of text cuts a char", "\\xe2\\x82<|endoftext|>", 258, EOT);
 
     // the printer holds back the start of a character until the next token completes it
     FILE* f = tmpfile();

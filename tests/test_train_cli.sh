@@ -15,6 +15,9 @@
 #      the previous pair intact and resumable; and while writing main.log
 #   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS)
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
+#   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
+#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x);
+#      -y 1 on a folder with a log but no checkpoint; NaN/Inf weights and moments; .tmp debris
 # KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
 set -u
@@ -110,9 +113,15 @@ fi
 missing=0
 while read -r line; do grep -qxF "$line" "$W/resumed/main.log" || missing=1; done < <(grep val_loss "$W/straight/main.log")
 check "resume: every val loss of the straight run (steps 0,2,4,6,8) in the resumed log" test "$missing" -eq 0
-for f in model_00000004.bin state_00000004.bin model_00000008.bin state_00000008.bin; do
+for f in model_00000004.bin model_00000008.bin state_00000008.bin; do
     check "resume: $f byte-identical" cmp -s "$W/straight/$f" "$W/resumed/$f"
 done
+# state 4 of the straight run records its plan, -x 8 (header int 16); the first half planned -x 4
+check "resume: state_00000004.bin byte-identical but for the planned -x" \
+    cmp -s <(head -c 64 "$W/straight/state_00000004.bin"; tail -c +69 "$W/straight/state_00000004.bin") \
+           <(head -c 64 "$W/resumed/state_00000004.bin"; tail -c +69 "$W/resumed/state_00000004.bin")
+check "resume: the planned -x in the state files: 8 and 4" \
+    test "$(od -A n -t d4 -j 64 -N 4 "$W/straight/state_00000004.bin") $(od -A n -t d4 -j 64 -N 4 "$W/resumed/state_00000004.bin")" = "           8            4"
 # the samples after the resume come from the restored sampling random state
 check "resume: identical samples after the resume" \
     diff <(sed -n '/step 5\//,$p' "$W/straight.out" | grep -v -e '^step' -e '^wrote' -e ms) \
@@ -203,7 +212,7 @@ expect_error "state parameter count disagrees with the model" "holds optimizer s
 bad_state st_params_neg; put_int "$S" 6 -1
 resume_of st_params_neg
 expect_error "state parameter count negative (high word)" "parameters, but the model has" "${R[@]}"
-for spec in "2 -1 step" "3 -1 updates" "3 99 updates" "4 -3 nonfinite" "7 0 B" "8 -8 T" "9 0 total_batch" "11 -1 shard_index" "12 -5 shard_offset"; do
+for spec in "2 -1 step" "3 -1 updates" "3 99 updates" "4 -3 nonfinite" "7 0 B" "8 -8 T" "9 0 total_batch" "11 -1 shard_index" "12 -5 shard_offset" "16 -1 max_steps"; do
     set -- $spec
     bad_state "st_absurd_$3"; put_int "$S" "$1" "$2"
     resume_of "st_absurd_$3"
@@ -385,6 +394,81 @@ put_int "$W/many/state_00005000.bin" 2 5000
 (cd "$W/many" && seq -f '%08g' 1 4100 | sed 's/.*/model_&.bin state_&.bin/' | xargs touch)
 expect_success "4100 older pairs: resume" "$TRAIN" -e "$MODEL" "${T[@]}" -x 5001 -o "$W/many" -y 1
 check "4100 older pairs: ... from the newest, 5000" grep -q "resumed from $W/many/model_00005000.bin at step 5000" "$W/4100_older_pairs:_resume.out"
+
+echo "== f. one run per output folder; surprises said out loud"
+# a run holds its -o folder: a second run there, fresh or -y 1, is refused naming the holder's pid;
+# the lock dies with the process, so after a SIGKILL the resume works
+"$TRAIN" "${T[@]}" -e "$MODEL" -x 100000 -n 5 -nk 2 -o "$W/locked" > /dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1000); do [ -f "$W/locked/model_00000005.bin" ] && break; sleep 0.01; done
+expect_error "lock: a second run on a folder in use" "output folder $W/locked is in use by another run (pid $holder)" \
+    "$TRAIN" "${T[@]}" -e "$MODEL" -x 10 -o "$W/locked"
+expect_error "lock: a second -y 1 on a folder in use" "output folder $W/locked is in use by another run (pid $holder)" \
+    "$TRAIN" "${T[@]}" -e "$MODEL" -x 10 -o "$W/locked" -y 1
+kill -9 $holder 2> /dev/null
+wait $holder 2> /dev/null
+reached=$(cd "$W/locked" && ls model_* | tail -n 1 | tr -dc 0-9 | sed 's/^0*//')
+expect_success "lock: after a SIGKILL of the holder, -y 1 resumes" "$TRAIN" "${T[@]}" -e "$MODEL" -x $((reached + 2)) -n 5 -nk 2 -o "$W/locked" -y 1
+check "lock: ... from step $reached" grep -q "resumed from $W/locked/model_$(printf %08d "$reached").bin" "$W/lock:_after_a_SIGKILL_of_the_holder,_-y_1_resumes.out"
+check "lock: ... and the resume was told that its -x differs from the plan" grep -q "^note: the run was planned with -x 100000; with -x $((reached + 2)) the learning rate at step $((reached + 1)) is" \
+    "$W/lock:_after_a_SIGKILL_of_the_holder,_-y_1_resumes.out"
+check "lock: the holder's pid is in the lock file" test "$(cat "$W/locked/.lock")" -gt 0
+# -o creates missing parent folders
+expect_success "output: -o with missing parents" "$TRAIN" "${T[@]}" -e "$MODEL" -o "$W/deep/er/out"
+check "output: ... created with its checkpoint" test -f "$W/deep/er/out/model_00000002.bin"
+# notes on start-up (stdout, one line each)
+expect_success "note: -N with a checkpoint" "$TRAIN" "${T[@]}" -e "$MODEL" -N pre
+check "note: ... says -N is ignored" grep -qx "note: -N pre is ignored: the model comes from a checkpoint, which carries its own norm mode" "$W/note:_-N_with_a_checkpoint.out"
+expect_success "note: -N with a fresh model" "$TRAIN" "${T[@]}" -e d1 -N pre
+check "note: ... says nothing about -N" test -z "$(grep -e '-N' "$W/note:_-N_with_a_fresh_model.out")"
+expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 8 -x 2
+check "note: ... says the lr never reaches -l" grep -qx "note: warmup -u 8 is longer than the run -x 2: the learning rate ends at 0.00025, not at -l 0.001" "$W/note:_-u_larger_than_-x.out"
+expect_success "note: -u equal to -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 2 -x 2
+check "note: ... says nothing" test -z "$(grep warmup "$W/note:_-u_equal_to_-x.out")"
+# good_run was planned with -x 2 (warmup 100): resumed to -x 4 the schedule changes
+cp -r "$W/good_run" "$W/longer"
+expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -x 4 -u 1 -o "$W/longer" -y 1
+check "note: ... names both learning rates" grep -qx "note: the run was planned with -x 2; with -x 4 the learning rate at step 3 is 7.750e-04, not 1.000e-04" "$W/note:_resume_with_a_larger_-x.out"
+expect_success "note: a run of 4 steps, pairs 2 and 4" "$TRAIN" "${T[@]}" -e "$MODEL" -x 4 -n 2 -o "$W/plan"
+rm "$W/plan/model_00000004.bin" "$W/plan/state_00000004.bin"
+expect_success "note: resume with the planned -x" "$TRAIN" "${T[@]}" -e "$MODEL" -x 4 -n 2 -o "$W/plan" -y 1
+check "note: ... says nothing of the plan" test -z "$(grep planned "$W/note:_resume_with_the_planned_-x.out")"
+# -y 1 on a folder with files of a run but no complete pair: refused (it would start from zero
+# and append to the old log); an empty or new folder starts fresh
+mkdir -p "$W/logonly_resume"; echo "step=1 train_loss=1" > "$W/logonly_resume/main.log"
+expect_error "-y 1 on a folder with only main.log" "holds files of a run (main.log, model_ or state_ files) but no complete checkpoint pair" \
+    "$TRAIN" "${T[@]}" -e "$MODEL" -o "$W/logonly_resume" -y 1
+mkdir -p "$W/modelonly"; cp "$W/good_run/model_00000002.bin" "$W/modelonly/"
+expect_error "-y 1 on a folder with a model file but no state" "but no complete checkpoint pair" "$TRAIN" "${T[@]}" -e "$MODEL" -o "$W/modelonly" -y 1
+expect_success "-y 1 on a new folder" "$TRAIN" "${T[@]}" -e "$MODEL" -o "$W/newfolder" -y 1
+check "-y 1 on a new folder: ... starts fresh and says so" grep -q "^note: no checkpoint in $W/newfolder to resume from; starting fresh" "$W/-y_1_on_a_new_folder.out"
+# non-finite weights or optimizer moments are refused on load, naming the tensor
+cp "$MODEL" "$W/nan.bin"; put_int "$W/nan.bin" $((256 + 5)) 2143289344   # 0x7fc00000: NaN in wte[5]
+expect_error "checkpoint with a NaN weight" "$W/nan.bin: parameter tensor wte holds NaN at element 5 of 8192" "$TRAIN" -e "$W/nan.bin" "${T[@]}"
+cp "$MODEL" "$W/inf.bin"; put_int "$W/inf.bin" $((SIZE / 4 - 1)) -8388608   # 0xff800000: -Inf, the last lnfb
+expect_error "checkpoint with an Inf weight" "$W/inf.bin: parameter tensor lnfb holds Inf at element 31 of 32" "$TRAIN" -e "$W/inf.bin" "${T[@]}"
+bad_state st_nan; put_int "$S" $((256 + 3)) 2143289344
+resume_of st_nan
+expect_error "state with a NaN AdamW moment" "state_00000002.bin: the AdamW m of parameter 3 is NaN" "${R[@]}"
+# the temporary file of an interrupted checkpoint write is removed and named; a folder of that
+# name is left alone
+cp -r "$W/good_run" "$W/tmpleft"; head -c 100 "$MODEL" > "$W/tmpleft/model_00000004.bin.tmp"; : > "$W/tmpleft/state_00000003.bin.tmp"
+expect_success "a .tmp left by an interrupted write" "$TRAIN" "${T[@]}" -e "$MODEL" -x 3 -o "$W/tmpleft" -y 1
+check "... is removed and named" grep -qx "note: removed $W/tmpleft/model_00000004.bin.tmp, left by an interrupted checkpoint write" "$W/a_.tmp_left_by_an_interrupted_write.out"
+check "... both of them" test -z "$(ls "$W/tmpleft" | grep tmp)"
+
+# samples are escaped: a tokenizer.bin of 200 one-byte tokens (bytes 0..198, <|endoftext|> = 199)
+# beside the shards makes the tiny model sample control bytes and invalid UTF-8
+mkdir -p "$W/bytedata"; cp "$W/data/train_000.bin" "$W/bytedata/"
+head -c 1024 /dev/zero > "$W/bytedata/tokenizer.bin"
+put_int "$W/bytedata/tokenizer.bin" 0 20240328; put_int "$W/bytedata/tokenizer.bin" 1 2
+put_int "$W/bytedata/tokenizer.bin" 2 200; put_int "$W/bytedata/tokenizer.bin" 3 199
+{ for i in $(seq 0 198); do printf "\\001\\$(printf %03o "$i")"; done; printf '\015<|endoftext|>'; } >> "$W/bytedata/tokenizer.bin"
+expect_success "samples of a byte-level model" "$TRAIN" "${T[@]}" -e "$MODEL" -i "$W/bytedata/train_000.bin" -s 1 -g 64 -x 1
+sed -n '/^---$/,/^---$/p' "$W/samples_of_a_byte-level_model.out" > "$W/samples.txt"
+check "... are printed escaped (\\xNN)" grep -q '\\x[0-9a-f][0-9a-f]' "$W/samples.txt"
+check "... with no raw control byte but newline" test -z "$(tr -d '\n\t' < "$W/samples.txt" | LC_ALL=C tr -d '\040-\176' | LC_ALL=C tr -d '\200-\377' | od -A n -c)"
+check "... and valid UTF-8" iconv -f UTF-8 -t UTF-8 "$W/samples.txt" -o /dev/null
 
 echo "test_train_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

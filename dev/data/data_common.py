@@ -56,13 +56,19 @@ class DataError(Exception):
 
 
 def run_main(main):
-    """Run main(); print a DataError as one 'error: ...' line and exit 1."""
+    """Run main(); print a DataError as one 'error: ...' line and exit 1. A failed run (an error,
+    Ctrl-C) removes the folders ensure_dir created that are still empty, so that it leaves nothing
+    that looks like a prepared dataset."""
     try:
         main()
     except DataError as e:
+        remove_created_empty_dirs()
         sys.stdout.flush()
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except BaseException:
+        remove_created_empty_dirs()
+        raise
 
 
 # ----------------------------------------------------------------------------
@@ -84,10 +90,28 @@ def _atomic_write_bytes(path, chunks):
         raise
 
 
+_created_dirs = []  # folders ensure_dir created, outermost first
+
+
 def ensure_dir(path):
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
     os.makedirs(path, exist_ok=True)
+    _created_dirs.extend(reversed(missing))
     if not os.access(path, os.W_OK):
         raise DataError(f"output folder {path} is not writable")
+
+
+def remove_created_empty_dirs():
+    """Remove the folders ensure_dir created, innermost first, where they are still empty."""
+    while _created_dirs:
+        try:
+            os.rmdir(_created_dirs.pop())
+        except OSError:
+            pass
 
 
 # ----------------------------------------------------------------------------

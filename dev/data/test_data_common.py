@@ -211,6 +211,16 @@ def test_tinystories_script(tmp, tiktoken_path, enc):
           f"missing archive: one error line, got {r.stderr!r}")
 
 
+def test_failed_preparation(tmp, tiktoken_path):
+    # a preparation that fails leaves no empty output folder (nor the parents it created)
+    out = os.path.join(tmp, "failed", "nested", "tinyshakespeare")
+    r = run_script(["dev/data/tinyshakespeare.py", "--input", os.path.join(tmp, "no_such.txt"),
+                    "--output_dir", out, "--tiktoken", tiktoken_path], REPO)
+    check(r.returncode == 1 and r.stderr.startswith("error: ") and "no such file" in r.stderr,
+          f"tinyshakespeare.py with a missing --input: one error line ({r.stderr.strip()})")
+    check(not os.path.exists(os.path.join(tmp, "failed")), "a failed preparation removes the folders it created")
+
+
 def test_fineweb_script(tmp, tiktoken_path, enc):
     jsonl = os.path.join(tmp, "pages.jsonl")
     texts = [f"Page {i}. " + "Some web text here. " * (i % 5 + 1) for i in range(120)]
@@ -259,6 +269,7 @@ def main():
             enc = test_gpt2(tmp, tiktoken_path)
             test_tinystories_script(tmp, tiktoken_path, enc)
             test_fineweb_script(tmp, tiktoken_path, enc)
+            test_failed_preparation(tmp, tiktoken_path)
         else:
             print(f"skipped the GPT-2 tests: need the tiktoken package and {tiktoken_path} (--tiktoken PATH)")
     if failures:

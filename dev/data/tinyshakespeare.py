@@ -4,7 +4,8 @@ dev/data/tinyshakespeare.py: tokenize the "tiny shakespeare" corpus with GPT-2's
     python dev/data/tinyshakespeare.py --input /path/to/tinyshakespeare.txt \
                                        --tiktoken /path/to/gpt2.tiktoken
 
-Without --input the text is downloaded from the char-rnn repository. The text is cut into
+Without --input the text is downloaded from the char-rnn repository; without --tiktoken (or
+$GPT2_TIKTOKEN) GPT-2's vocabulary is downloaded too, so offline both are needed. The text is cut into
 documents at blank lines (each speech is one document, keeping its trailing blank line), every
 document is preceded by <|endoftext|> (50256), the first 32,768 tokens become the validation split
 and the rest the training split. Writes into --output_dir (default data/tinyshakespeare):
@@ -35,6 +36,7 @@ def main():
     parser.add_argument("--output_dir", default=os.path.join("data", "tinyshakespeare"))
     args = parser.parse_args()
 
+    enc = gpt2_encoding(args.tiktoken)  # fail early, before a download, if there is none
     ensure_dir(args.output_dir)
     input_path = args.input
     if input_path is None:
@@ -44,7 +46,6 @@ def main():
     with open(input_path, "r", encoding="utf-8") as f:
         text = f.read()
 
-    enc = gpt2_encoding(args.tiktoken)
     documents = split_documents(text, "blank")
     tokens = np.concatenate([encode_document(enc, doc) for doc in documents])
     if len(tokens) <= VAL_TOKENS:
