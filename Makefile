@@ -49,10 +49,13 @@ train_gpt2: train_gpt2.c $(COMMON_HEADERS)
 test_gpt2: test_gpt2.c train_gpt2.c $(COMMON_HEADERS)
 	$(CC) $(CFLAGS) -Wno-unused-function $< -o $@ $(LDLIBS)
 
-# the stored PyTorch dumps, then the path that makes reference dumps at shapes too large to store
+# the stored PyTorch dumps (the trained one included: its absence is a failure here), then the path that makes reference dumps at shapes too large to store
 # (test_gpt2cu reads them): an odd shape written by the CPU trainer and read back
 test-parity: test_gpt2
-	./test_gpt2
+	@out=$$(mktemp /tmp/test_gpt2_out.XXXXXX) && trap 'rm -f "$$out"' EXIT && \
+		if ./test_gpt2 > "$$out"; then s=0; else s=1; fi; cat "$$out"; \
+		[ $$s = 0 ] && grep -q '^\[siamese_trained\] PASSED' "$$out" || \
+		{ echo "test_gpt2 FAILED, or did not check data/test/siamese_trained"; exit 1; }
 	@dir=$$(mktemp -d /tmp/test_gpt2_odd.XXXXXX) && trap 'rm -rf "$$dir"' EXIT && \
 		./test_gpt2 --write "$$dir" odd && ./test_gpt2 "$$dir" > "$$dir/out.txt" && \
 		grep -E "^\[|worst|passed" "$$dir/out.txt" || { cat "$$dir/out.txt"; exit 1; }

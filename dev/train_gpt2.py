@@ -11,7 +11,9 @@ It does three jobs:
 1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint (LayerNorms and biases
    perturbed) and a debug-state dump computed in float64 (tokens, targets, every forward activation,
    logits, loss, the stream gradients at every sublayer boundary, every parameter gradient, the
-   losses of 10 AdamW steps). These are the files test_gpt2.c / test_gpt2.cu compare against. The
+   losses of 10 AdamW steps) and, per checked number, PyTorch float32's error on it (the yardstick
+   of the C tests' tolerance); then the same for siamese_trained, the siamese model trained 200
+   steps on the dump batch. These are the files test_gpt2.c / test_gpt2.cu compare against. The
    dumps in data/test were made with
        python dev/train_gpt2.py --write_dumps data/test
    `--check_dumps DIR` checks dumps that `./test_gpt2 --write DIR SHAPE` wrote against this model.
@@ -23,6 +25,7 @@ It does three jobs:
 """
 
 import argparse
+import copy
 import glob
 import math
 import os
@@ -45,7 +48,7 @@ assert list(TWO_STREAMS) == NORM_MODES, "one entry per norm mode"
 def unknown_mode(mode):
     return ValueError(f"unknown norm mode {mode!r} (expected one of {', '.join(NORM_MODES)})")
 MODEL_MAGIC, MODEL_VERSION = 20260208, 1
-DUMP_MAGIC, DUMP_VERSION = 20260209, 2
+DUMP_MAGIC, DUMP_VERSION = 20260209, 3
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 
 # -----------------------------------------------------------------------------
@@ -368,54 +371,129 @@ def recorded_forward_backward(model, x, y):
     return logits, loss, record, boundaries
 
 
+def tensors_of_run(model, x, y, steps):
+    """What a dump holds, computed by `model` in its own dtype, as float64 numpy arrays: (name, array)
+    pairs in the dump's order (forward tensors with the logits last, the loss, the stream gradients in
+    backward order, one entry per checkpoint tensor, the step losses), and the parts the file stores."""
+    V = model.config.vocab_size
+    f64 = lambda t: t.detach().to(torch.float64).numpy()
+    logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
+    named = [(name, f64(t)) for name, t in record] + [("final logits", f64(logits)[..., :V])]
+    named.append(("loss", np.array([loss.item()])))
+    stream_grads = []
+    for b in reversed(range(len(boundaries))):  # backward order: the last boundary first
+        for name, t in zip(("dx", "dy"), boundaries[b]):
+            if t is not None:
+                stream_grads.append(f64(t.grad))
+                named.append((f"boundary {b} {name}", stream_grads[-1]))
+    for name, tensors in model.layout():
+        named.append((name, np.concatenate([f64(t.grad).ravel() for t in tensors]) if tensors else np.zeros(0)))
+    grads = flat_tensors(model, grads=True)
+    # the AdamW steps on the same batch, with clipping, as the C test takes them
+    opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=DUMP_LR, betas=(DUMP_BETA1, DUMP_BETA2),
+                            eps=DUMP_EPS, foreach=False, fused=False)
+    losses, norms = [], []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        _, loss_s = model(x, y)
+        loss_s.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP).item())
+        opt.step()
+        losses.append(loss_s.item())
+        named.append((f"step {step}", np.array([losses[-1]])))
+    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+    parts = dict(logits=f32(f64(logits)), loss=np.float32(loss.item()), grads=grads, losses=f32(losses),
+                 acts=[f32(f64(t)) for _, t in record], stream_grads=[f32(g) for g in stream_grads], norms=norms,
+                 record_names=[n for n, _ in record])
+    return named, parts
+
+
+def yardstick(ours, ref):
+    """The error measure of the C tests on float64 arrays; for one number (the losses) relative."""
+    if ref.size == 1:
+        return abs(float(ours[0]) - float(ref[0])) / abs(float(ref[0]))
+    return scaled_max_error(ours, ref)
+
+
+def write_dump(model, dirpath, x, y, note=""):
+    """Writes model.bin (float32) and debug_state.bin into dirpath: the reference computed in float64
+    from the float32 parameters (stored as float32, so that the reference carries almost no rounding
+    error of its own), and per checked number its yardstick: the error of PyTorch's own float32
+    computation on the same model and batch against that reference, in the C tests' measure."""
+    os.makedirs(dirpath, exist_ok=True)
+    write_model(model, os.path.join(dirpath, "model.bin"))
+    model64 = copy.deepcopy(model).double()  # exact: every float32 parameter is a float64
+    model32 = copy.deepcopy(model).float()
+    named64, parts = tensors_of_run(model64, x, y, DUMP_STEPS)
+    named32, _ = tensors_of_run(model32, x, y, DUMP_STEPS)
+    assert [n for n, _ in named64] == [n for n, _ in named32]
+    yards = np.array([yardstick(a32, a64) if a64.size else 0.0 for (_, a64), (_, a32) in zip(named64, named32)],
+                     dtype=np.float32)
+    cfg = model.config
+    acts, stream_grads = parts["acts"], parts["stream_grads"]
+    header = np.zeros(256, dtype=np.int32)
+    header[:14] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, cfg.vocab_size, cfg.padded_vocab_size, DUMP_STEPS,
+                   NORM_MODES.index(cfg.norm_mode), len(acts), len(stream_grads), cfg.n_layer, cfg.n_embd,
+                   cfg.n_head, yards.size]
+    hyper = [DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP]
+    header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
+    write_atomic(os.path.join(dirpath, "debug_state.bin"),
+                 [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), parts["logits"],
+                  np.array([parts["loss"]], dtype=np.float32), parts["grads"], parts["losses"]]
+                 + acts + stream_grads + [yards])
+    losses, norms = parts["losses"], parts["norms"]
+    worst = int(np.argmax(yards))
+    print(f"{os.path.basename(dirpath):16s} {note}loss {parts['loss']:.6f} | step losses {losses[0]:.4f} -> "
+          f"{losses[-1]:.4f} | grad norms {' '.join(f'{n:.3f}' for n in norms)} | {parts['grads'].size} params "
+          f"| {len(acts)} activations: {', '.join(parts['record_names'][:6])} ... | torch fp32 error: worst "
+          f"{yards[worst]:.1e} ({named64[worst][0]})")
+    return named64, named32, yards
+
+
+def train_on_batch(model, x, y, steps, lr):
+    """Trains a dump model on one batch in float64 (so the result does not depend on float32
+    summation orders): AdamW with the dumps' betas, weight decay and clipping, the learning rate
+    decaying from lr to 0 on a cosine. Returns the model with float32 parameters and the last loss."""
+    model.double()
+    opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=lr, betas=(DUMP_BETA1, DUMP_BETA2), eps=DUMP_EPS,
+                            foreach=False, fused=False)
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP)
+        opt.step()
+    return model.float(), loss.item()
+
+
+# the trained dump: the perturbed siamese model trained TRAINED_STEPS steps on the dump batch. Its
+# gradients on that batch are partly cancellation (terms of one sign summed against terms of the
+# other to a small total), most of all the LayerNorm biases of the y stream, where PyTorch's own
+# float32 error against float64 reaches 4e-5 of the tensor's scale.
+TRAINED_MODE, TRAINED_STEPS, TRAINED_LR = "siamese", 200, 3e-4
+
+
 def write_dumps(outdir):
-    """For every norm mode: a tiny model with perturbed LayerNorms and biases (model.bin, float32) and
-    its debug-state dump, computed in float64 from the float32 parameters and stored as float32, so
-    that the reference carries (almost) no rounding error of its own."""
+    """For every norm mode <mode>/: a tiny model with perturbed LayerNorms and biases on a random
+    batch; then siamese_trained/: the perturbed siamese model trained TRAINED_STEPS AdamW steps on that
+    batch (train_on_batch), on the same batch."""
     torch.use_deterministic_algorithms(True)
     g = torch.Generator().manual_seed(42)
     tokens = torch.randint(0, DUMP_CONFIG["vocab_size"], (DUMP_B, DUMP_T + 1), generator=g)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    f32 = lambda t: t.detach().to(torch.float32).contiguous().numpy()
     for mode_index, mode in enumerate(NORM_MODES):
         torch.manual_seed(1337)
         model = GPT(GPTConfig(norm_mode=mode, **DUMP_CONFIG), use_sdpa=False)
         perturb(model, 2000 + mode_index)
-        os.makedirs(os.path.join(outdir, mode), exist_ok=True)
-        write_model(model, os.path.join(outdir, mode, "model.bin"))
-        model.double()  # exact: every float32 parameter is a float64
-        # forward and backward of the initial model, keeping the activations and stream gradients
-        logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
-        grads = flat_tensors(model, grads=True)
-        first = (f32(logits), np.float32(loss.item()))
-        acts = [f32(t) for _, t in record]
-        stream_grads = []
-        for bx, by in reversed(boundaries):  # backward order: the last boundary first
-            stream_grads += [f32(bx.grad)] + ([f32(by.grad)] if by is not None else [])
-        # 10 AdamW steps on the same batch, with clipping, as the C test does them
-        opt = torch.optim.AdamW(model.optimizer_groups(DUMP_WD), lr=DUMP_LR, betas=(DUMP_BETA1, DUMP_BETA2),
-                                eps=DUMP_EPS, foreach=False, fused=False)
-        losses, norms = [], []
-        for _ in range(DUMP_STEPS):
-            opt.zero_grad(set_to_none=True)
-            _, loss = model(x, y)
-            loss.backward()
-            norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), DUMP_CLIP).item())
-            opt.step()
-            losses.append(loss.item())
-        cfg = model.config
-        header = np.zeros(256, dtype=np.int32)
-        header[:13] = [DUMP_MAGIC, DUMP_VERSION, DUMP_B, DUMP_T, cfg.vocab_size, cfg.padded_vocab_size, DUMP_STEPS,
-                       mode_index, len(acts), len(stream_grads), cfg.n_layer, cfg.n_embd, cfg.n_head]
-        hyper = [DUMP_LR, DUMP_BETA1, DUMP_BETA2, DUMP_EPS, DUMP_WD, DUMP_CLIP]
-        header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
-        write_atomic(os.path.join(outdir, mode, "debug_state.bin"),
-                     [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), first[0],
-                      np.array([first[1]], dtype=np.float32), grads, np.array(losses, dtype=np.float32)]
-                     + acts + stream_grads)
-        print(f"{mode:8s} loss {first[1]:.6f} | step losses {losses[0]:.4f} -> {losses[-1]:.4f} "
-              f"| grad norms {' '.join(f'{n:.3f}' for n in norms)} | {grads.size} params "
-              f"| {len(acts)} activations: {', '.join(n for n, _ in record[:6])} ...")
+        write_dump(model, os.path.join(outdir, mode), x, y)
+    torch.manual_seed(1337)
+    model = GPT(GPTConfig(norm_mode=TRAINED_MODE, **DUMP_CONFIG), use_sdpa=False)
+    perturb(model, 2000 + NORM_MODES.index(TRAINED_MODE))
+    model, last = train_on_batch(model, x, y, TRAINED_STEPS, TRAINED_LR)
+    write_dump(model, os.path.join(outdir, TRAINED_MODE + "_trained"), x, y,
+               f"(trained {TRAINED_STEPS} steps, last training loss {last:.4f}) ")
 
 
 def scaled_max_error(ours, ref):
@@ -470,6 +548,7 @@ def check_dumps(dumpdir):
             for name, t in zip(("dx", "dy"), boundaries[b]):
                 if t is not None:
                     errs["backward"].append((scaled_max_error(take(t.numel()), t.grad.numpy().ravel()), f"{place} {name}"))
+        take(int(header[13]))  # the yardsticks (0 in the dumps ./test_gpt2 --write makes)
         if pos != floats.size:
             sys.exit(f"error: {path}: {floats.size - pos} floats left over (not laid out as this model's dump)")
         offset = 0

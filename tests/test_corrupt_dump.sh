@@ -56,20 +56,33 @@ LAYER1_ATTN_LNY=$((ACTS + 4 * BT * C * (1 + 11 + 15 + 1)))
 # backward order: dx dy after layer 2 mlp, dx dy after layer 2 attn, dx after layer 1 mlp, ...
 STREAM=$((ACTS + 4 * BT * C * (1 + 3 * (11 + 15) + 2)))
 DX_AFTER_LAYER1_MLP=$((STREAM + 4 * BT * C * 4))
-[[ $size == $((STREAM + 4 * BT * C * 14)) ]] || { echo "  FAIL  the dump is not laid out as this script expects ($size bytes)"; exit 1; }
+# the yardsticks close the file: 58 forward tensors, the loss, 14 stream gradients, 28 parameter
+# tensors, 10 step losses; the loss's is the 59th
+YARDS=$((STREAM + 4 * BT * C * 14))
+[[ $size == $((YARDS + 4 * (58 + 1 + 14 + 28 + 10))) ]] || { echo "  FAIL  the dump is not laid out as this script expects ($size bytes)"; exit 1; }
+# the trained dump: same layout; lny1b (tolerance 3.7e-4, raised by its yardstick 3.7e-5) starts
+# after wte, wpe, lnx1w, lnx1b, lny1w; its element 95 is its largest
+DT=$WORK/dumps/siamese_trained/debug_state.bin
+LNY1B_95=$((GRADS + 4 * (256 * C + 64 * C + 3 * 3 * C + 95)))
 
 fresh_copy; xor_byte "$D" $((GRADS + 4 * (P - 3 * C + 7) + 2)) 0x01; run    # lnfyb[7]: mantissa bit 16
 expect "one gradient element of lnfyb changed by ~1%" 1 "lnfyb .*FAIL"
+fresh_copy; xor_byte "$DT" $((LNY1B_95 + 1)) 0x20; run                   # mantissa bit 13: ~1e-3
+expect "trained model: the largest gradient element of lny1b changed by ~0.1%" 1 "lny1b .*FAIL"
 fresh_copy; xor_byte "$D" $((LOSSES + 4 * 7 + 1)) 0x01; run                  # step loss 7: mantissa bit 8
 expect "one step loss changed by ~3e-5 (relative)" 1 "step  7 .*FAIL"
 fresh_copy; xor_byte "$D" $((LOGITS + 4 * 300 + 2)) 0x40; run               # a logit, past the tokens
-expect "one logit changed" 1 "logits [0-9.e+-]+ FAIL"
+expect "one logit changed" 1 "logits [0-9.e+-]+/[0-9.e+-]+ FAIL"
 fresh_copy; xor_byte "$D" $((LAYER1_ATTN_LNY + 4 * 77 + 2)) 0x40; run       # one element of LN(y)
 expect "one activation changed: named as the first divergence" 1 "forward: FIRST DIVERGENCE at layer 1 attn LN\(y\); 1 of"
 fresh_copy; xor_byte "$D" $((DX_AFTER_LAYER1_MLP + 4 * 5 + 2)) 0x40; run    # one element of a stream gradient
 expect "one stream gradient changed: named as the first divergence" 1 "backward: FIRST DIVERGENCE at after layer 1 mlp dx; 1 of"
-fresh_copy; xor_byte "$D" 4 0x03; run                                        # version 2 -> 1
+fresh_copy; xor_byte "$D" 4 0x02; run                                        # version 3 -> 1
 expect "a version 1 dump is a clear error" 1 "^error: .*dump version 1 has no activations; regenerate"
+fresh_copy; xor_byte "$D" 4 0x01; run                                        # version 3 -> 2
+expect "a version 2 dump is a clear error" 1 "^error: .*dump version 2 has no yardsticks .*; regenerate"
+fresh_copy; xor_byte "$D" $((YARDS + 4 * 58 + 3)) 0x40; run                  # the loss's yardstick -> huge
+expect "a yardstick over 1e-3 is refused" 1 "^error: .*yardstick 58 is .*outside \\[0, 0.001\\]"
 fresh_copy; truncate -s $((size - 4)) "$D"; run
 expect "truncated dump is an error" 1 "^error: .*truncated or corrupted"
 fresh_copy; xor_byte "$D" 0 0xff; run
