@@ -111,7 +111,7 @@ tests/bin/check_siamese_cuh_fp32.o: tests/check_siamese_cuh.cu siamese.cuh .cuda
 
 check-cuda:
 	@if command -v $(NVCC) > /dev/null 2>&1; then \
-		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 && \
+		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) && \
 		./test_gpt2cu && ./test_gpt2cu_fp32; \
 	else echo "check-cuda: skipped: $(NVCC) not found (CUDA trainer not built)"; fi
 
