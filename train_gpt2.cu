@@ -1549,17 +1549,17 @@ int main(int argc, char** argv) {
     RunData data;
     run_data_prepare(&data, &args);
 
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN... whose
     // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
     char model_path[1100], state_path[1100];
-    int depth = args_fresh_depth(args.init);
+    GPT2Config fresh;
+    int is_fresh = args_fresh_config(&args, run_data_vocab_size(&data), &fresh);
     if (resume_step >= 0) {
         checkpoint_paths(args.output_dir, resume_step, model_path, state_path, sizeof(model_path));
         gpt2_build_from_checkpoint(&model, model_path);
-    } else if (depth > 0) {
-        GPT2Config cfg = gpt2_config_for_depth(depth, norm_mode_from_name(args.norm_mode), run_data_vocab_size(&data), 1024);
-        gpt2_build_fresh(&model, &cfg, args.seed);
+    } else if (is_fresh) {
+        gpt2_build_fresh(&model, &fresh, args.seed);
     } else {
         gpt2_build_from_checkpoint(&model, args.init);
     }
@@ -1569,6 +1569,7 @@ int main(int argc, char** argv) {
     // the data
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, args.B, args.T, cfg->vocab_size, 0, 1);
+    run_data_order(&train_loader, &args);
     int have_val = args.val_pattern[0] != '\0' && args.val_every > 0;
     if (have_val) { dataloader_init(&val_loader, args.val_pattern, args.B, args.T, cfg->vocab_size, 0, 1); }
     if (!data.tokenizer.loaded && args.sample_every > 0) { tokenizer_print_notice(&data.tokenizer, stdout); }

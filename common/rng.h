@@ -17,6 +17,14 @@ static inline uint32_t random_u32(uint64_t* state) {
     return (uint32_t)((*state * 0x2545F4914F6CDD1DULL) >> 32);
 }
 
+// splitmix64's finaliser: a well-mixed 64-bit hash of x (a seed into positions, pairs into buckets)
+static inline uint64_t random_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
 // uniform in [0, 1)
 static inline float random_f32(uint64_t* state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
 

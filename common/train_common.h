@@ -108,6 +108,15 @@ static inline void run_data_prepare(RunData* rd, TrainArgs* a) {
     }
 }
 
+// the order of the training batches: from the start of the data, or with -S from a position the
+// seed chooses (common/dataloader.h); a resumed run then continues from its saved position
+static inline void run_data_order(DataLoader* train_loader, const TrainArgs* a) {
+    if (!a->seed_given) { return; }
+    dataloader_start_at_seed(train_loader, a->seed);
+    printf("data order: seed %llu, the training batches start at shard %d, token %ld\n", a->seed,
+           train_loader->shard_index, train_loader->shard_offset);
+}
+
 // the vocabulary of a fresh model: the tokenizer's (257 for the arithmetic data), else GPT-2's
 static inline int run_data_vocab_size(const RunData* rd) { return rd->tokenizer.loaded ? rd->tokenizer.vocab_size : 50257; }
 
