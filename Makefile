@@ -19,7 +19,7 @@ endif
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-arith clean data/arithmetic
+.PHONY: all test test-parity test-corrupt test-arith test-mechanism clean data/arithmetic
 
 all: train_gpt2 test_gpt2
 
@@ -105,8 +105,16 @@ test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
 		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
 
-test: test-parity test-corrupt test-data test-arith test-train-cli test-fuzz-replay check-cuda
+# the residual-stream measurements of dev/experiments/mechanism.sh (the program includes train_gpt2.c)
+dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-mechanism: dev/experiments/mechanism train_gpt2 tests/bin/mkshard
+	bash tests/test_mechanism.sh
+
+test: test-parity test-corrupt test-data test-arith test-train-cli test-mechanism test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic
+	rm -f dev/experiments/mechanism
 	rm -rf tests/bin

@@ -141,14 +141,13 @@ typedef struct {
     int layers, channels, heads;  // 0 channels and heads: GPT-2's widths for this depth
 } FreshShape;
 
-// reads the decimal number at *p (advancing it); -1 when there is none or it is absurdly long
+// reads the decimal number at *p (advancing it); -1 when there is none. Numbers of more than 9
+// digits read as 10^9 (out of every range, so they are reported as such).
 static inline long args_shape_number(const char** p) {
     long v = 0;
     int digits = 0;
-    while (**p >= '0' && **p <= '9') {
-        if (++digits > 9) { return -1; }
-        v = v * 10 + (**p - '0');
-        (*p)++;
+    for (; **p >= '0' && **p <= '9'; (*p)++) {
+        v = ++digits > 9 ? 1000000000L : v * 10 + (**p - '0');
     }
     return digits ? v : -1;
 }
@@ -170,11 +169,11 @@ static inline int args_fresh_shape(const char* init, FreshShape* s) {
         }
     }
     if (*p != '\0' || file_exists(init)) { return 0; }
-    if (L < 1 || L > 128) { fatal("-e %s: %ld layers, expected 1..128", init, L); }
+    if (L < 1 || L > 128) { fatal("-e %s: %ld layers is out of range [1, 128]", init, L); }
     if (C != -1) {
-        if (C < 1 || C > 16384) { fatal("-e %s: %ld channels, expected 1..16384", init, C); }
+        if (C < 1 || C > 16384) { fatal("-e %s: %ld channels is out of range [1, 16384]", init, C); }
         if (NH == -1) { NH = C >= 64 ? C / 64 : 1; }
-        if (NH < 1 || NH > C) { fatal("-e %s: %ld heads, expected 1..%ld (the channels)", init, NH, C); }
+        if (NH < 1 || NH > C) { fatal("-e %s: %ld heads is out of range [1, %ld] (at most one per channel)", init, NH, C); }
         if (C % NH != 0) { fatal("-e %s: %ld channels do not split into %ld heads (C %% NH = %ld)", init, C, NH, C % NH); }
     } else {
         C = NH = 0;

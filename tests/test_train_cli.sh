@@ -386,5 +386,47 @@ put_int "$W/many/state_00005000.bin" 2 5000
 expect_success "4100 older pairs: resume" "$TRAIN" -e "$MODEL" "${T[@]}" -x 5001 -o "$W/many" -y 1
 check "4100 older pairs: ... from the newest, 5000" grep -q "resumed from $W/many/model_00005000.bin at step 5000" "$W/4100_older_pairs:_resume.out"
 
+echo "== f. seeds (-S) and fresh shapes (-e dNcChH)"
+F=(-i "$TRAIN_GLOB" -j "" -b 2 -t 8 -x 6 -s 0 -u 2)
+expect_success "shape d2c16h2" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7a"
+check "shape d2c16h2: the model line" grep -q "^model: siamese | L 2 | C 16 | NH 2 | V 50257" "$W/shape_d2c16h2.out"
+header=$(od -A n -t d4 -j 16 -N 12 "$W/s7a/model_00000006.bin" | tr -s ' ')
+check "shape d2c16h2: the checkpoint header records L 2, NH 2, C 16 (got$header)" test "$header" = " 2 2 16"
+expect_success "shape d1c48: heads default to max(1, C/64)" "$TRAIN" -e d1c48 -N pre "${F[@]}" -x 1
+check "shape d1c48: ... = 1" grep -q "^model: pre | L 1 | C 48 | NH 1 " "$W/shape_d1c48:_heads_default_to_max(1,_C_64).out"
+expect_success "seed 7 again" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7b"
+if diff <(train_lines "$W/s7a/main.log") <(train_lines "$W/s7b/main.log") > "$W/diff_s7"; then
+    ok "seed: the same seed gives the same losses, norms and lr at every step"
+else
+    bad "seed: the same seed gave other train lines" "$W/diff_s7"
+fi
+check "seed: ... and the same final model, byte for byte" cmp -s "$W/s7a/model_00000006.bin" "$W/s7b/model_00000006.bin"
+expect_success "seed 8" "$TRAIN" -e d2c16h2 -N siamese -S 8 "${F[@]}" -o "$W/s8"
+check "seed: another seed gives other losses" test "$(train_lines "$W/s7a/main.log" | head -n 1)" != "$(train_lines "$W/s8/main.log" | head -n 1)"
+check "seed: ... and another model" bash -c "! cmp -s '$W/s7a/model_00000006.bin' '$W/s8/model_00000006.bin'"
+# from the same checkpoint only the data order can differ: -S must change it, and a run without
+# -S reads the data from its start, as it always did (the first batch of train_000.bin)
+expect_success "data order: seed 1 from a checkpoint" "$TRAIN" -e "$MODEL" -S 1 "${F[@]}" -o "$W/d1s1"
+expect_success "data order: seed 2 from the same checkpoint" "$TRAIN" -e "$MODEL" -S 2 "${F[@]}" -o "$W/d1s2"
+expect_success "data order: no seed" "$TRAIN" -e "$MODEL" "${F[@]}" -o "$W/d1none"
+check "data order: seeds 1 and 2 start at other positions" test \
+    "$(grep '^data order' "$W/data_order:_seed_1_from_a_checkpoint.out")" != "$(grep '^data order' "$W/data_order:_seed_2_from_the_same_checkpoint.out")"
+check "data order: ... and give other losses" test "$(train_lines "$W/d1s1/main.log" | head -n 1)" != "$(train_lines "$W/d1s2/main.log" | head -n 1)"
+check "data order: without -S no seeded start is printed" bash -c "! grep -q '^data order' '$W/data_order:_no_seed.out'"
+expect_success "data order: the unseeded run again" "$TRAIN" -e "$MODEL" "${F[@]}" -o "$W/d1none2"
+check "data order: unseeded runs are identical" diff <(train_lines "$W/d1none/main.log") <(train_lines "$W/d1none2/main.log")
+# a seeded run resumes exactly: its data position is in the state file
+expect_success "seed: 3 steps" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -x 3 -o "$W/s7r"
+expect_success "seed: resumed to 6" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7r" -y 1
+check "seed: the resumed run equals the straight one" cmp -s "$W/s7a/model_00000006.bin" "$W/s7r/model_00000006.bin"
+for spec in "d4c30h4:30 channels do not split into 4 heads" "d2c0:0 channels is out of range" \
+            "d0c32:0 layers is out of range" "d2c64h0:0 heads is out of range" "d2c20000:20000 channels is out of range" \
+            "d2c64h65:65 heads is out of range" "d200c64h4:200 layers is out of range" \
+            "d2c99999999999:1000000000 channels is out of range"; do
+    expect_error "shape: -e ${spec%%:*}" "${spec#*:}" "$TRAIN" -e "${spec%%:*}" "${F[@]}"
+done
+expect_error "seed: -S -1" "out of range" "$TRAIN" -e d1 "${F[@]}" -S -1
+expect_error "seed: -S 1e3" "expects an integer" "$TRAIN" -e d1 "${F[@]}" -S 1e3
+
 echo "test_train_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

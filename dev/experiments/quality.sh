@@ -28,7 +28,7 @@ for seed in $SEEDS; do
     done
 done
 wait
-python3 dev/experiments/summarize.py "$EXP_DIR" -o "$EXP_DIR/summary.md"
+python3 dev/experiments/summarize.py "$EXP_DIR" -o "$EXP_DIR/summary.md" --unigram_from "$DATA_DIR/shakespeare_char_val.bin"
 runs=()
 for mode in $MODES; do runs+=("$mode=$EXP_DIR/${mode}_s$first"); done
 plot "$EXP_DIR/quality.png" "quality: $SHAPE, char-level tiny shakespeare, seed $first" --smooth 20 --from_step 20 "${runs[@]}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learning-rate stability: a sweep over five peak learning rates from 1e-3 to 2e-2, at two depths,
+# Learning-rate stability: a sweep over six peak learning rates from 5e-4 to 2e-2, at two depths,
 # per norm mode, on byte-level tiny shakespeare (one seed; every run sees the same data and
 # starts from the same initial weights for its shape). Read: $RESULTS/stability/summary.md, one
 # row per run with its final val loss and a verdict (dev/experiments/summarize.py says what
@@ -15,7 +15,7 @@ if [[ $SIZE == cpu ]]; then
 else
     : "${SHAPES:=d6c256h4 d24c256h4}" "${B:=64}" "${T:=256}" "${STEPS:=1000}" "${VAL_EVERY:=100}" "${VAL_BATCHES:=16}"
 fi
-: "${LRS:=1e-3 2e-3 4e-3 1e-2 2e-2}" "${WARMUP:=20}" "${SEEDS:=1}" "${MODES:=pre post siamese}"
+: "${LRS:=5e-4 1e-3 2e-3 4e-3 1e-2 2e-2}" "${WARMUP:=20}" "${SEEDS:=1}" "${MODES:=pre post siamese}"
 DATA_DIR=$(shakespeare_char_dir)
 begin stability
 for seed in $SEEDS; do
@@ -29,5 +29,6 @@ for seed in $SEEDS; do
     done
 done
 wait
-python3 dev/experiments/summarize.py "$EXP_DIR" -o "$EXP_DIR/summary.md"
-python3 dev/experiments/plot_sweep.py "$EXP_DIR" -o "$EXP_DIR/stability.png"
+VAL=$DATA_DIR/shakespeare_char_val.bin
+python3 dev/experiments/summarize.py "$EXP_DIR" -o "$EXP_DIR/summary.md" --unigram_from "$VAL"
+python3 dev/experiments/plot_sweep.py "$EXP_DIR" -o "$EXP_DIR/stability.png" --unigram_from "$VAL"
