@@ -404,16 +404,27 @@ check "seed: ... and the same final model, byte for byte" cmp -s "$W/s7a/model_0
 expect_success "seed 8" "$TRAIN" -e d2c16h2 -N siamese -S 8 "${F[@]}" -o "$W/s8"
 check "seed: another seed gives other losses" test "$(train_lines "$W/s7a/main.log" | head -n 1)" != "$(train_lines "$W/s8/main.log" | head -n 1)"
 check "seed: ... and another model" bash -c "! cmp -s '$W/s7a/model_00000006.bin' '$W/s8/model_00000006.bin'"
+# with -l 0 the final model is the initial one: -S picks the initial weights, and without -S they
+# are the ones seed 1337 gives, as before -S existed
+for s in 7 8 1337 none; do
+    if [ "$s" = none ]; then seed=(); else seed=(-S "$s"); fi
+    expect_success "init: -l 0, seed $s" "$TRAIN" -e d2c16h2 -N pre "${seed[@]}" "${F[@]}" -x 1 -l 0 -o "$W/init_$s"
+done
+check "init: seeds 7 and 8 give other initial weights" bash -c "! cmp -s '$W/init_7/model_00000001.bin' '$W/init_8/model_00000001.bin'"
+check "init: without -S the initial weights are seed 1337's" cmp -s "$W/init_1337/model_00000001.bin" "$W/init_none/model_00000001.bin"
 # from the same checkpoint only the data order can differ: -S must change it, and a run without
-# -S reads the data from its start, as it always did (the first batch of train_000.bin)
-expect_success "data order: seed 1 from a checkpoint" "$TRAIN" -e "$MODEL" -S 1 "${F[@]}" -o "$W/d1s1"
-expect_success "data order: seed 2 from the same checkpoint" "$TRAIN" -e "$MODEL" -S 2 "${F[@]}" -o "$W/d1s2"
-expect_success "data order: no seed" "$TRAIN" -e "$MODEL" "${F[@]}" -o "$W/d1none"
-check "data order: seeds 1 and 2 start at other positions" test \
-    "$(grep '^data order' "$W/data_order:_seed_1_from_a_checkpoint.out")" != "$(grep '^data order' "$W/data_order:_seed_2_from_the_same_checkpoint.out")"
+# -S reads the data from its start, as it always did. One shard, so that only the token offset
+# the seed picks can make the difference.
+F1=("${F[@]}" -i "$W/data/train_000.bin")
+expect_success "data order: seed 1 from a checkpoint" "$TRAIN" -e "$MODEL" -S 1 "${F1[@]}" -o "$W/d1s1"
+expect_success "data order: seed 2 from the same checkpoint" "$TRAIN" -e "$MODEL" -S 2 "${F1[@]}" -o "$W/d1s2"
+expect_success "data order: no seed" "$TRAIN" -e "$MODEL" "${F1[@]}" -o "$W/d1none"
+start_of() { sed -n 's/^data order: seed [0-9]*, //p' "$W/$1.out"; }
+check "data order: seeds 1 and 2 start at other positions ($(start_of data_order:_seed_1_from_a_checkpoint); $(start_of data_order:_seed_2_from_the_same_checkpoint))" \
+    test "$(start_of data_order:_seed_1_from_a_checkpoint)" != "$(start_of data_order:_seed_2_from_the_same_checkpoint)"
 check "data order: ... and give other losses" test "$(train_lines "$W/d1s1/main.log" | head -n 1)" != "$(train_lines "$W/d1s2/main.log" | head -n 1)"
 check "data order: without -S no seeded start is printed" bash -c "! grep -q '^data order' '$W/data_order:_no_seed.out'"
-expect_success "data order: the unseeded run again" "$TRAIN" -e "$MODEL" "${F[@]}" -o "$W/d1none2"
+expect_success "data order: the unseeded run again" "$TRAIN" -e "$MODEL" "${F1[@]}" -o "$W/d1none2"
 check "data order: unseeded runs are identical" diff <(train_lines "$W/d1none/main.log") <(train_lines "$W/d1none2/main.log")
 # a seeded run resumes exactly: its data position is in the state file
 expect_success "seed: 3 steps" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -x 3 -o "$W/s7r"
