@@ -1549,7 +1549,7 @@ int main(int argc, char** argv) {
     RunData data;
     run_data_prepare(&data, &args);
 
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN... whose
+    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
     // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
     GPT2 model;
     char model_path[1100], state_path[1100];

@@ -8,20 +8,22 @@
 # benchmark at 1.3B; here the question is the direction, at a small scale.
 # Usage: bash dev/experiments/arithmetic.sh            (CPU preset: d6c64h4, 1500 steps of 768 tokens)
 #        SIZE=gpu bash dev/experiments/arithmetic.sh   (GPU preset: d12c256h4, 5-digit, 4000 steps)
-# env: SHAPE DIGITS B T STEPS LR WARMUP VAL_EVERY PROBLEMS SEEDS MODES JOBS RESULTS
+# env: SHAPE DIGITS TRAIN_PROBLEMS B T STEPS LR WARMUP VAL_EVERY PROBLEMS SEEDS MODES JOBS RESULTS
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source dev/experiments/common.sh
 if [[ $SIZE == cpu ]]; then
     : "${SHAPE:=d6c64h4}" "${DIGITS:=3}" "${B:=16}" "${T:=48}" "${STEPS:=1500}" "${VAL_EVERY:=150}" "${PROBLEMS:=256}"
+    : "${TRAIN_PROBLEMS:=400000}"
 else
     : "${SHAPE:=d12c256h4}" "${DIGITS:=5}" "${B:=64}" "${T:=128}" "${STEPS:=4000}" "${VAL_EVERY:=200}" "${PROBLEMS:=1024}"
+    : "${TRAIN_PROBLEMS:=3000000}"
 fi
 : "${LR:=2e-3}" "${WARMUP:=100}" "${VAL_BATCHES:=4}" "${SEEDS:=1 2 3}" "${MODES:=pre post siamese}"
-ARITH_DATA=${ARITH_DATA:-data/arithmetic_d$DIGITS}
+ARITH_DATA=${ARITH_DATA:-data/arithmetic_d${DIGITS}_n$TRAIN_PROBLEMS}
 if [[ ! -f $ARITH_DATA/arithmetic.txt ]]; then
     make -s dev/data/arithmetic
-    ./dev/data/arithmetic "$ARITH_DATA" -d "$DIGITS" -n 400000 -m 5000
+    ./dev/data/arithmetic "$ARITH_DATA" -d "$DIGITS" -n "$TRAIN_PROBLEMS" -m 5000
 fi
 begin arithmetic
 for seed in $SEEDS; do
