@@ -5,12 +5,14 @@ dev/experiments/plot_mechanism.py: tables and a PNG from the output of dev/exper
 
 Left panel: the update size ||z_k|| against its stream, per sublayer k (attention and MLP of each
 layer): pre and post against their one stream x, siamese against Y (the Pre-Norm-like stream) and,
-dashed, ||z_k / c_l|| against a_k = LN(x_k) (the Post-Norm-like stream X). Right panel (siamese):
-the norms of the two terms of the final merge. The table holds the same numbers and the losses of
-the merge with one term ablated.
+dashed, ||z_k / c_l|| against a_k = LN(x_k) (the Post-Norm-like stream X); every file (model) is
+one line. Right panel (siamese): how much the validation loss rises when one term of the final
+merge is replaced by its mean or set to zero. The tables hold per-layer summaries, the norms of
+the two merge terms and the ablated losses.
 """
 
 import argparse
+import os
 import sys
 
 COLORS = {"pre": "tab:blue", "post": "tab:orange", "siamese": "tab:green"}
@@ -37,32 +39,46 @@ def read(path):
     return out
 
 
-def table(results):
-    lines = ["| mode | val loss | ratio ||z||/||stream||: first layer | middle | last layer | mean over sublayers |",
+def layer_means(values):
+    """the mean of the attention and the MLP sublayer of each layer"""
+    return [(values[2 * l] + values[2 * l + 1]) / 2 for l in range(len(values) // 2)]
+
+
+def mean_std(values):
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return f"{m:.3f}"
+    s = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{m:.3f} ± {s:.3f}"
+
+
+def table(results, names):
+    lines = ["| model | val loss | ||z||/||stream||, layer 0 | middle layer | last layer | mean over sublayers |",
              "|---|---|---|---|---|---|"]
-    for r in results:
-        ratios = [s["ratio"] for s in r["sublayers"]]
-        L = len(ratios) // 2
-        per_layer = [(ratios[2 * l] + ratios[2 * l + 1]) / 2 for l in range(L)]
-        stream = "Y" if r["mode"] == "siamese" else "x"
-        lines.append(f"| {r['mode']} (stream {stream}) | {r['val_loss']:.4f} | {per_layer[0]:.3f} | "
-                     f"{per_layer[L // 2]:.3f} | {per_layer[-1]:.3f} | {sum(ratios) / len(ratios):.3f} |")
-        if r["mode"] == "siamese":
-            rx = [s["ratio_x"] for s in r["sublayers"]]
-            px = [(rx[2 * l] + rx[2 * l + 1]) / 2 for l in range(L)]
-            lines.append(f"| siamese (stream X: ||z/c||/||LN(x)||) | | {px[0]:.3f} | {px[L // 2]:.3f} | "
-                         f"{px[-1]:.3f} | {sum(rx) / len(rx):.3f} |")
-    for r in results:
-        m = r["merge"]
-        if not m:
-            continue
-        lines += ["", "siamese final merge h = LN(LN(x; lnfx) + LN(y; lnfy); lnf), on the same val tokens:", "",
-                  "| ||LN(x; lnfx)|| | ||LN(y; lnfy)|| | cosine | loss | LN(x) term zeroed | LN(y) term zeroed |"
+    for r, name in zip(results, names):
+        for key, label in [("ratio", "Y" if r["mode"] == "siamese" else "x"), ("ratio_x", "X: ||z/c||/||LN(x)||")]:
+            if key not in r["sublayers"][0]:
+                continue
+            values = [s[key] for s in r["sublayers"]]
+            per_layer = layer_means(values)
+            L = len(per_layer)
+            loss = f"{r['val_loss']:.4f}" if key == "ratio" else ""
+            lines.append(f"| {name} (stream {label}) | {loss} | {per_layer[0]:.3f} | {per_layer[L // 2]:.3f} | "
+                         f"{per_layer[-1]:.3f} | {sum(values) / len(values):.3f} |")
+    merges = [(r["merge"], name) for r, name in zip(results, names) if r["merge"]]
+    if merges:
+        keys = ["lnfx_norm", "lnfy_norm", "cosine", "loss", "loss_zero_x", "loss_zero_y", "loss_mean_x", "loss_mean_y"]
+        lines += ["", "SiameseNorm's final merge h = LN(LN(x; lnfx) + LN(y; lnfy); lnf), on the same val tokens", "",
+                  "| model | ||LN(x; lnfx)|| | ||LN(y; lnfy)|| | cosine | loss | LN(x) term zeroed | LN(y) term zeroed |"
                   " LN(x) term -> its mean | LN(y) term -> its mean |",
-                  "|---|---|---|---|---|---|---|---|",
-                  f"| {m['lnfx_norm']:.3f} | {m['lnfy_norm']:.3f} | {m['cosine']:.3f} | {m['loss']:.4f} | "
-                  f"{m['loss_zero_x']:.4f} | {m['loss_zero_y']:.4f} | {m['loss_mean_x']:.4f} | {m['loss_mean_y']:.4f} |",
-                  "", f"(the head recomputed on the unablated sum gives {m['loss_recomputed']:.4f})"]
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for m, name in merges:
+            lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" if "norm" in k or k == "cosine" else f"{m[k]:.4f}"
+                                                      for k in keys) + " |")
+        if len(merges) > 1:
+            lines.append("| mean ± std | " + " | ".join(mean_std([m[k] for m, _ in merges]) for k in keys) + " |")
+        lines += ["", "(the head recomputed on the unablated sum: " +
+                  ", ".join(f"{m['loss_recomputed']:.4f}" for m, _ in merges) + ", the models' losses)"]
     return "\n".join(lines) + "\n"
 
 
@@ -73,7 +89,8 @@ def main():
     p.add_argument("--table", default="", help="also write the markdown tables here")
     args = p.parse_args()
     results = [read(f) for f in args.files]
-    text = table(results)
+    names = [os.path.splitext(os.path.basename(f))[0] for f in args.files]
+    text = table(results, names)
     sys.stdout.write(text)
     if args.table:
         with open(args.table, "w", encoding="utf-8") as f:
@@ -83,31 +100,40 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    siamese = [r for r in results if r["merge"]]
-    fig, axes = plt.subplots(1, 2 if siamese else 1, figsize=(12 if siamese else 6.5, 4.4), squeeze=False,
-                             gridspec_kw={"width_ratios": [2, 1]} if siamese else None)
+    merges = [r["merge"] for r in results if r["merge"]]
+    fig, axes = plt.subplots(1, 2 if merges else 1, figsize=(13 if merges else 6.5, 4.6), squeeze=False,
+                             gridspec_kw={"width_ratios": [2, 1]} if merges else None)
     ax = axes[0][0]
-    for r in results:
+    labelled = set()
+    for r in results:  # one line per model; every seed of a mode in the mode's colour
         k = [s["sublayer"] / 2 for s in r["sublayers"]]  # in layers: attention at l, MLP at l + 0.5
         color = COLORS.get(r["mode"], "black")
         stream = "Y" if r["mode"] == "siamese" else "x"
-        ax.plot(k, [s["ratio"] for s in r["sublayers"]], "o-", color=color, markersize=3,
-                label=f"{r['mode']}: ||z|| / ||{stream}||")
+        label = None if r["mode"] in labelled else f"{r['mode']}: ||z|| / ||{stream}||"
+        ax.plot(k, [s["ratio"] for s in r["sublayers"]], "o-", color=color, markersize=3, alpha=0.8, label=label)
         if r["mode"] == "siamese":
-            ax.plot(k, [s["ratio_x"] for s in r["sublayers"]], "s--", color=color, markersize=3, alpha=0.7,
-                    label="siamese: ||z/c|| / ||LN(x)||")
+            ax.plot(k, [s["ratio_x"] for s in r["sublayers"]], "s--", color=color, markersize=3, alpha=0.5,
+                    label=None if label is None else "siamese: ||z/c|| / ||LN(x)||")
+        labelled.add(r["mode"])
     ax.set_yscale("log")
     ax.set_xlabel("layer (attention at l, MLP at l + 0.5)")
-    ax.set_title("update size against the stream it is added to")
+    ax.set_title(f"update size against the stream it is added to ({len(results)} models)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    if siamese:
+    if merges:
         ax = axes[0][1]
-        m = siamese[0]["merge"]
-        ax.bar(["||LN(x; lnfx)||\n(stream X)", "||LN(y; lnfy)||\n(stream Y)"], [m["lnfx_norm"], m["lnfy_norm"]],
-               color=["tab:purple", "tab:green"])
-        ax.set_title(f"siamese final merge (cosine {m['cosine']:.2f})\n"
-                     f"loss {m['loss']:.3f}; X->mean {m['loss_mean_x']:.3f}, Y->mean {m['loss_mean_y']:.3f}",
+        n = len(merges)
+        full = sum(m["loss"] for m in merges) / n
+        bars = [("X -> mean", "loss_mean_x", "tab:purple"), ("Y -> mean", "loss_mean_y", "tab:green"),
+                ("X zeroed", "loss_zero_x", "plum"), ("Y zeroed", "loss_zero_y", "lightgreen")]
+        for i, (label, key, color) in enumerate(bars):
+            values = [m[key] - m["loss"] for m in merges]
+            ax.bar(i, sum(values) / n, color=color)
+            ax.plot([i] * n, values, "k.", markersize=5)
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([b[0] for b in bars], fontsize=8)
+        ax.set_ylabel("val loss increase (nats)")
+        ax.set_title(f"siamese final merge: one stream ablated\n(loss {full:.3f}; bars: mean of {n}, dots: models)",
                      fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
