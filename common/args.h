@@ -90,7 +90,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("              e.g. d24c128h4: 24 layers, C=128, 4 heads)\n");
     printf("              (a fresh model's vocabulary: the data's tokenizer.bin, else GPT-2's 50257)\n");
     printf("  -N <mode>   norm mode of a fresh model: pre | post | siamese [%s]\n", d->norm_mode);
-    printf("  -S <int>    seed of a fresh model, of sampling and of the data order [%llu, data in order]\n",
+    printf("  -S <int>    seed (>= 1) of a fresh model, of sampling and of the data order [%llu, data in order]\n",
            d->seed);
     printf("              (with -S the training batches start at a position chosen by the seed)\n");
     printf("  -o <dir>    output folder for main.log and checkpoints, \"\" for none [%s]\n", d->output_dir);
@@ -217,7 +217,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'k': a->arith_problems = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
-            case 'S': a->seed = (unsigned long long)parse_long_flag(flag, v, 0, LONG_MAX); a->seed_given = 1; break;
+            case 'S': a->seed = (unsigned long long)parse_long_flag(flag, v, 1, LONG_MAX); a->seed_given = 1; break;  // 0 would seed like 1
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }

@@ -437,6 +437,7 @@ for spec in "d4c30h4:30 channels do not split into 4 heads" "d2c0:0 channels is 
     expect_error "shape: -e ${spec%%:*}" "${spec#*:}" "$TRAIN" -e "${spec%%:*}" "${F[@]}"
 done
 expect_error "seed: -S -1" "out of range" "$TRAIN" -e d1 "${F[@]}" -S -1
+expect_error "seed: -S 0" "out of range" "$TRAIN" -e d1 "${F[@]}" -S 0
 expect_error "seed: -S 1e3" "expects an integer" "$TRAIN" -e d1 "${F[@]}" -S 1e3
 
 echo "test_train_cli: $passed passed, $failed failed"

@@ -6,7 +6,7 @@ dev/experiments/plot_sweep.py: the learning-rate sweep of dev/experiments/stabil
 One panel per model shape: the final validation loss of each run against its peak learning rate
 (log scale), one line per norm mode. A diverged run (dev/experiments/summarize.py's criterion) is
 drawn as a cross at the top of the panel, at its learning rate; with --unigram_from a dashed line
-marks the unigram entropy, above which a run learnt no context. Needs matplotlib.
+marks the unigram entropy: a run near it learnt little beyond the token frequencies. Needs matplotlib.
 """
 
 import argparse

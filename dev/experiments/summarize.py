@@ -12,10 +12,10 @@ the last line written for a step winning. Two tables: one row per run, then one 
 A run counts as diverged when the trainer failed (rc != 0: e.g. it stopped after non-finite steps),
 when any step was non-finite (skipped=1, or a NaN/Inf loss), when its last validation loss is
 above the one at step 0, or when the mean of its last 5 training losses is above the first one.
-With --unigram_from, a run that did not diverge but whose final validation loss is above the
-unigram entropy of that shard (the loss of predicting every token from the token frequencies
-alone, context ignored) is marked "no context learnt": it trained no further than a model
-without attention or memory would.
+With --unigram_from, a run that did not diverge but whose final validation loss is less than
+0.1 nats below the unigram entropy of that shard (the loss of predicting every token from the
+token frequencies alone, context ignored) is marked "stalled at the unigram plateau": it trained
+little further than a model that ignores the context would.
 """
 
 import argparse
@@ -24,6 +24,9 @@ import os
 import statistics
 import struct
 import sys
+
+
+STALL_MARGIN = 0.1  # nats: a final val loss closer than this to the unigram entropy counts as stalled
 
 
 def unigram_entropy(shard):
@@ -104,9 +107,9 @@ def run_metrics(run_dir, unigram=None):
         reasons.append("no steps logged")
     m["diverged"] = bool(reasons)
     m["status"] = "diverged: " + ", ".join(reasons) if reasons else "ok"
-    m["no_context"] = not reasons and unigram is not None and not m["final_val"] < unigram
-    if m["no_context"]:
-        m["status"] = f"no context learnt (final val above the unigram {unigram:.3f})"
+    m["stalled"] = not reasons and unigram is not None and not m["final_val"] < unigram - STALL_MARGIN
+    if m["stalled"]:
+        m["status"] = f"stalled (final val within {STALL_MARGIN} of the unigram {unigram:.3f})"
     return m
 
 
@@ -148,11 +151,11 @@ def summarize(root, unigram=None):
     for r in runs:
         groups.setdefault((r.get("shape", "?"), r.get("mode", "?"), r.get("lr", "?")), []).append(r)
     lines += ["", "per shape, mode and learning rate (mean ± sample std over the seeds whose run did not diverge)", "",
-              "| shape | mode | lr | runs | diverged | min val | final val |" + (" arith_acc final | arith_acc max |" if has_acc else ""),
-              "|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "")]
+              "| shape | mode | lr | runs | diverged | stalled | min val | final val |" + (" arith_acc final | arith_acc max |" if has_acc else ""),
+              "|---|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "")]
     for (shape, mode, lr), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]) if kv[0][2] != "?" else 0)):
         ok = [r for r in rs if not r["diverged"]]
-        row = [shape, mode, lr, str(len(rs)), str(len(rs) - len(ok)),
+        row = [shape, mode, lr, str(len(rs)), str(len(rs) - len(ok)), str(sum(1 for r in rs if r.get("stalled"))),
                mean_spread([r["min_val"] for r in ok]), mean_spread([r["final_val"] for r in ok])]
         if has_acc:
             row += [mean_spread([r["acc_final"] for r in ok]), mean_spread([r["acc_max"] for r in ok])]
