@@ -10,6 +10,10 @@ on the CPU and on the GPU (initialisation happens on the host).
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef M_PI  // strict C (e.g. _POSIX_C_SOURCE builds) leaves it out of math.h
+#define M_PI 3.14159265358979323846
+#endif
+
 static inline uint32_t random_u32(uint64_t* state) {
     *state ^= *state >> 12;
     *state ^= *state << 25;
