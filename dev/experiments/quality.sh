@@ -31,4 +31,4 @@ wait
 python3 dev/experiments/summarize.py "$EXP_DIR" -o "$EXP_DIR/summary.md" --unigram_from "$DATA_DIR/shakespeare_char_val.bin"
 runs=()
 for mode in $MODES; do runs+=("$mode=$EXP_DIR/${mode}_s$first"); done
-plot "$EXP_DIR/quality.png" "quality: $SHAPE, char-level tiny shakespeare, seed $first" --smooth 20 --from_step 20 "${runs[@]}"
+plot "$EXP_DIR/quality.png" "quality: $SHAPE, byte-level tiny shakespeare, warmup $WARMUP, seed $first" --smooth 20 --from_step 20 "${runs[@]}"
