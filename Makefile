@@ -38,7 +38,7 @@ CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -152,9 +152,17 @@ tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEA
 test-llmc: tests/bin/test_llmc dev/llmc_convert
 	./tests/bin/test_llmc dev/llmc_convert
 
-test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-readme test-fuzz-replay check-cuda
+# the residual-stream measurements of dev/experiments/mechanism.sh (the program includes train_gpt2.c)
+dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEADERS)
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-mechanism: dev/experiments/mechanism train_gpt2 tests/bin/mkshard
+	bash tests/test_mechanism.sh
+
+test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
+	test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
-		dev/llmc_convert
+		dev/llmc_convert dev/experiments/mechanism
 	rm -rf tests/bin

@@ -19,7 +19,7 @@ model (T against its maximum sequence length) happen once the model is known: ar
 typedef struct {
     const char* train_pattern;  // -i  training token shards (glob)
     const char* val_pattern;    // -j  validation token shards (glob), "" = no validation
-    const char* init;           // -e  checkpoint path, or dN for a fresh model of depth N
+    const char* init;           // -e  checkpoint path, or a fresh model: dN, dNcC, dNcChH (see args_fresh_shape)
     const char* norm_mode;      // -N  norm mode of a fresh model: pre | post | siamese
     int norm_mode_given;        //     -N was on the command line (a checkpoint's own mode overrides it)
     const char* output_dir;     // -o  folder for the log file and checkpoints, "" = none
@@ -40,7 +40,8 @@ typedef struct {
     int keep_checkpoints;       // -nk keep only the newest N checkpoints, 0 = keep all
     int arith_problems;         // -k  held-out problems for the arithmetic accuracy, 0 = none
     float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
-    unsigned long long seed;    //     seed of fresh initialisation and sampling
+    unsigned long long seed;    // -S  seed of fresh initialisation, sampling and (when given) the data order
+    int seed_given;             //     -S was given: the training batches start at a seed-dependent position
 } TrainArgs;
 
 // defaults shared by both trainers; each trainer may change some before parsing. They train a
@@ -74,6 +75,7 @@ static inline TrainArgs args_defaults(void) {
     a.arith_problems = 256;
     a.grad_clip = 1.0f;
     a.seed = 1337;
+    a.seed_given = 0;
     return a;
 }
 
@@ -84,10 +86,15 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -i <glob>   train token shards [%s]\n", d->train_pattern);
     printf("              (the default, synthetic additions, is generated when missing)\n");
     printf("  -j <glob>   val token shards, \"\" for none [%s]\n", d->val_pattern);
-    printf("  -e <init>   checkpoint file, or dN for a fresh model of depth N [%s]\n", d->init);
-    printf("              (d12/d24/d36/d48: GPT-2 124M/350M/774M/1558M widths; other N: C=64N, NH=N)\n");
+    printf("  -e <init>   checkpoint file, or a fresh model dN, dNcC or dNcChH [%s]\n", d->init);
+    printf("              (N layers; d12/d24/d36/d48 alone: GPT-2 124M/350M/774M/1558M widths, other dN:\n");
+    printf("              C=64N, NH=N; cC sets the channels, hH the heads, default max(1, C/64);\n");
+    printf("              e.g. d24c128h4: 24 layers, C=128, 4 heads)\n");
     printf("              (a fresh model's vocabulary: the data's tokenizer.bin, else GPT-2's 50257)\n");
     printf("  -N <mode>   norm mode of a fresh model: pre | post | siamese [%s]\n", d->norm_mode);
+    printf("  -S <int>    seed (>= 1) of a fresh model, of sampling and of the data order [%llu, data in order]\n",
+           d->seed);
+    printf("              (with -S the training batches start at a position chosen by the seed)\n");
     printf("  -o <dir>    output folder for main.log and checkpoints, \"\" for none [%s]\n", d->output_dir);
     printf("  -b <int>    micro-batch size [%d]\n", d->B);
     printf("  -t <int>    sequence length [%d]\n", d->T);
@@ -127,6 +134,58 @@ static inline float parse_float_flag(const char* flag, const char* s, double lo,
     return (float)v;
 }
 
+// A fresh model's shape on the command line, -e:
+//     dN        N layers; GPT-2's widths for d12/d24/d36/d48, otherwise C = 64N with NH = N heads
+//     dNcC      N layers of C channels, NH = max(1, C/64) heads (head size 64 where C allows)
+//     dNcChH    N layers of C channels and H heads
+// (lower-case letters, decimal numbers). A file of that name is a checkpoint, as any other -e.
+typedef struct {
+    int layers, channels, heads;  // 0 channels and heads: GPT-2's widths for this depth
+} FreshShape;
+
+// reads the decimal number at *p (advancing it); -1 when there is none. Numbers of more than 9
+// digits read as 10^9 (out of every range, so they are reported as such).
+static inline long args_shape_number(const char** p) {
+    long v = 0;
+    int digits = 0;
+    for (; **p >= '0' && **p <= '9'; (*p)++) {
+        v = ++digits > 9 ? 1000000000L : v * 10 + (**p - '0');
+    }
+    return digits ? v : -1;
+}
+
+// parses `init` into *s; returns 0 when it is not a fresh shape (then it is a checkpoint path).
+// A shape that cannot be built (zero, too large, C not divisible by the heads) is fatal.
+static inline int args_fresh_shape(const char* init, FreshShape* s) {
+    memset(s, 0, sizeof(*s));
+    const char* p = init;
+    if (*p++ != 'd') { return 0; }
+    long L = args_shape_number(&p), C = -1, NH = -1;  // -1: not given
+    if (L < 0) { return 0; }
+    if (*p == 'c') {
+        p++;
+        if ((C = args_shape_number(&p)) < 0) { return 0; }
+        if (*p == 'h') {
+            p++;
+            if ((NH = args_shape_number(&p)) < 0) { return 0; }
+        }
+    }
+    if (*p != '\0' || file_exists(init)) { return 0; }
+    if (L < 1 || L > 128) { fatal("-e %s: %ld layers is out of range [1, 128]", init, L); }
+    if (C != -1) {
+        if (C < 1 || C > 16384) { fatal("-e %s: %ld channels is out of range [1, 16384]", init, C); }
+        if (NH == -1) { NH = C >= 64 ? C / 64 : 1; }
+        if (NH < 1 || NH > C) { fatal("-e %s: %ld heads is out of range [1, %ld] (at most one per channel)", init, NH, C); }
+        if (C % NH != 0) { fatal("-e %s: %ld channels do not split into %ld heads (C %% NH = %ld)", init, C, NH, C % NH); }
+    } else {
+        C = NH = 0;
+    }
+    s->layers = (int)L;
+    s->channels = (int)C;
+    s->heads = (int)NH;
+    return 1;
+}
+
 // parses argv into *a (which holds the defaults); -h prints usage and exits 0
 static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     TrainArgs defaults = *a;
@@ -160,6 +219,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'k': a->arith_problems = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
+            case 'S': a->seed = (unsigned long long)parse_long_flag(flag, v, 1, LONG_MAX); a->seed_given = 1; break;  // 0 would seed like 1
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }
@@ -173,6 +233,8 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
         fatal("total batch -d %ld needs %ld micro-batches of B*T = %ld per step (at most %ld)", a->total_batch,
               a->total_batch / bt, bt, 1L << 20);
     }
+    FreshShape shape;
+    args_fresh_shape(a->init, &shape);  // an impossible fresh shape ends the program here
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
     if (a->warmup_steps > a->max_steps) {
         printf("note: warmup -u %d is longer than the run -x %d: the learning rate ends at %g, not at -l %g\n",
@@ -191,14 +253,17 @@ static inline void args_check_model(const TrainArgs* a, const GPT2Config* cfg) {
     }
 }
 
-// parses "dN" into N; returns 0 when `init` is not of that form (then it is a checkpoint path)
-static inline int args_fresh_depth(const char* init) {
-    if (init[0] != 'd' || init[1] == '\0') { return 0; }
-    for (const char* p = init + 1; *p; p++) {
-        if (*p < '0' || *p > '9') { return 0; }
+// the config of the fresh model -e asks for, with the vocabulary of the data and the norm mode
+// of -N; returns 0 when -e is a checkpoint path
+static inline int args_fresh_config(const TrainArgs* a, int vocab_size, GPT2Config* cfg) {
+    FreshShape s;
+    if (!args_fresh_shape(a->init, &s)) { return 0; }
+    *cfg = gpt2_config_for_depth(s.layers, norm_mode_from_name(a->norm_mode), vocab_size, 1024);
+    if (s.channels > 0) {
+        cfg->channels = s.channels;
+        cfg->num_heads = s.heads;
     }
-    if (file_exists(init)) { return 0; }  // a file named like "d12" is a checkpoint
-    return (int)parse_long_flag("-e d", init + 1, 1, 128);
+    return 1;
 }
 
 // ----------------------------------------------------------------------------

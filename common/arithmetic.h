@@ -140,17 +140,11 @@ static inline void arith_check_spec(const ArithSpec* s, const char* where) {
     }
 }
 
-static inline uint64_t arith_mix64(uint64_t x) {  // splitmix64's finaliser
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
 
 // is the problem a+b held out for validation? (depends on the pair only, not on the seed)
 static inline int arith_is_heldout(const ArithSpec* s, long a, long b) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint64_t)(uint32_t)b;
-    return (int)(arith_mix64(key) % 100) < s->heldout_percent;
+    return (int)(random_mix64(key) % 100) < s->heldout_percent;
 }
 
 // an operand: first its number of digits (uniform in 1..max_digits), then its value
@@ -275,7 +269,7 @@ static inline void arith_write_tokenizer(const char* path) {
 
 // the seeds of the three draws, all from the one seed of the spec
 static inline uint64_t arith_seed(const ArithSpec* s, int which) {  // 0 train, 1 val, 2 accuracy
-    return arith_mix64(s->seed + 0x1000ULL * (uint64_t)(which + 1));
+    return random_mix64(s->seed + 0x1000ULL * (uint64_t)(which + 1));
 }
 
 // writes the four files (the marker last), replacing whatever was there

@@ -20,6 +20,12 @@ num_processes*B*T tokens (+1) and process r takes the r-th B*T slice of it, so t
 together see each token once. When the current shard has too few tokens left for the next chunk,
 the loader moves on to the next shard, and after the last one back to the first (a new epoch).
 
+Order. By default the first batch is the first B*T+1 tokens of the first shard. A seed
+(dataloader_start_at_seed, the trainers' -S) moves the start to a shard and a token offset chosen
+by a hash of the seed; from there batches follow in order as above. So two seeds see the same
+tokens, but cut into other rows and in another order (each epoch starts where the previous one
+left off in its rotation), which is what a seed of the data order needs for comparing runs.
+
 Position: shard_index and shard_offset (plain fields) say where the NEXT batch starts; after every
 batch they already point at a chunk that fits. Saving them and calling dataloader_set_position
 later resumes the exact sequence of batches.
@@ -42,6 +48,7 @@ the others being unused.
 #include <glob.h>
 
 #include "utils.h"
+#include "rng.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -191,6 +198,15 @@ static inline void dataloader_set_position(DataLoader* d, int shard_index, long 
     dataloader_load_shard(d, shard_index);
     d->shard_index = shard_index;
     d->shard_offset = shard_offset;
+}
+
+// starts the batches at a position chosen by the seed: shard hash(seed) mod shards, then a token
+// offset uniform over the offsets where a chunk fits (any offset, not only multiples of B*T)
+static inline void dataloader_start_at_seed(DataLoader* d, uint64_t seed) {
+    uint64_t h = random_mix64(seed);
+    int shard = (int)(h % (uint64_t)d->num_shards);
+    uint64_t offsets = (uint64_t)(d->shard_tokens[shard] - dataloader_chunk(d));  // 0..tokens-chunk-1 fit
+    dataloader_set_position(d, shard, (long)(random_mix64(h) % offsets));
 }
 
 static inline void dataloader_reset(DataLoader* d) {

@@ -10,11 +10,23 @@ on the CPU and on the GPU (initialisation happens on the host).
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef M_PI  // strict C (e.g. _POSIX_C_SOURCE builds) leaves it out of math.h
+#define M_PI 3.14159265358979323846
+#endif
+
 static inline uint32_t random_u32(uint64_t* state) {
     *state ^= *state >> 12;
     *state ^= *state << 25;
     *state ^= *state >> 27;
     return (uint32_t)((*state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+// splitmix64's finaliser: a well-mixed 64-bit hash of x (a seed into positions, pairs into buckets)
+static inline uint64_t random_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
 }
 
 // uniform in [0, 1)

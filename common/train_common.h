@@ -170,7 +170,8 @@ static inline int output_dir_prepare(const TrainArgs* a) {
             fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", a->output_dir);
         }
     }
-    if (a->norm_mode_given && (resume_step >= 0 || args_fresh_depth(a->init) == 0)) {
+    FreshShape shape;
+    if (a->norm_mode_given && (resume_step >= 0 || !args_fresh_shape(a->init, &shape))) {
         printf("note: -N %s is ignored: the model comes from a checkpoint, which carries its own norm mode\n",
                a->norm_mode);
     }
@@ -235,6 +236,15 @@ static inline void run_data_prepare(RunData* rd, TrainArgs* a) {
         printf("note: -i given without -j: no validation (the default -j belongs to the arithmetic data)\n");
         a->val_pattern = "";
     }
+}
+
+// the order of the training batches: from the start of the data, or with -S from a position the
+// seed chooses (common/dataloader.h); a resumed run then continues from its saved position
+static inline void run_data_order(DataLoader* train_loader, const TrainArgs* a) {
+    if (!a->seed_given) { return; }
+    dataloader_start_at_seed(train_loader, a->seed);
+    printf("data order: seed %llu, the training batches start at shard %d, token %ld\n", a->seed,
+           train_loader->shard_index, train_loader->shard_offset);
 }
 
 // the vocabulary of a fresh model: the tokenizer's (257 for the arithmetic data), else GPT-2's

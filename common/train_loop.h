@@ -61,7 +61,7 @@ typedef struct {
     int have_output;           // -o given
     int resume_step;           // the step resumed from (-y 1), -1 for a new run
     RunData data;              // the data folder: tokenizer, arithmetic or not
-    int fresh;                 // the model is a fresh dN (else a checkpoint file)
+    int fresh;                 // the model is a fresh one (-e dN...), else a checkpoint
     GPT2Config fresh_config;   // the fresh model's configuration
     char model_path[1100];     // the checkpoint to build the model from (resume or -e FILE)
     char state_path[1100];     // the state file to resume from
@@ -85,15 +85,12 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     r->resume_step = output_dir_prepare(&r->args);
     // the data folder: the default dataset, the tokenizer, arithmetic or not
     run_data_prepare(&r->data, &r->args);
-    // the model: the checkpoint to resume from, a checkpoint given with -e, or a fresh dN whose
-    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's
-    int depth = args_fresh_depth(r->args.init);
+    // the model: the checkpoint to resume from, a fresh model (-e dN, dNcC or dNcChH) whose
+    // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's, or a checkpoint file
     if (r->resume_step >= 0) {
         checkpoint_paths(r->args.output_dir, r->resume_step, r->model_path, r->state_path, sizeof(r->model_path));
-    } else if (depth > 0) {
+    } else if (args_fresh_config(&r->args, run_data_vocab_size(&r->data), &r->fresh_config)) {
         r->fresh = 1;
-        r->fresh_config = gpt2_config_for_depth(depth, norm_mode_from_name(r->args.norm_mode),
-                                                run_data_vocab_size(&r->data), 1024);
     } else {
         snprintf(r->model_path, sizeof(r->model_path), "%s", r->args.init);
     }
@@ -108,6 +105,7 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     r->num_parameters = num_parameters;
     args_check_model(a, cfg);
     dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, 0, 1);
+    run_data_order(&r->train_loader, a);  // -S: the batches start at a seeded position
     r->have_val = a->val_pattern[0] != '\0' && a->val_every > 0;
     if (r->have_val) { dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1); }
     if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }

@@ -96,6 +96,9 @@ def main():
     parser.add_argument("-o", "--output", default="runs.png", help="PNG to write (default runs.png)")
     parser.add_argument("--smooth", type=int, default=0, metavar="N", help="EMA span for the train loss (0: none)")
     parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument("--group", action="store_true",
+                        help="one colour per first word of the labels (\"pre s1\", \"pre s2\": one colour, "
+                             "other line styles), for seeds of the same setting")
     parser.add_argument("--from_step", type=int, default=0, metavar="S",
                         help="leave out steps before S (the first losses dwarf the rest)")
     args = parser.parse_args()
@@ -107,6 +110,18 @@ def main():
 
     panels = PANELS[:2] + [p for p in PANELS[2:] if any(p[0] in series for _, series in runs)]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    styles = {}  # label -> (colour, dashes) with --group
+    if args.group:
+        groups = []
+        for label, _ in runs:
+            g = label.split()[0]
+            if g not in groups:
+                groups.append(g)
+        seen = {}
+        for label, _ in runs:
+            g = label.split()[0]
+            seen[g] = seen.get(g, 0) + 1
+            styles[label] = (f"C{groups.index(g)}", ["-", "--", ":", "-."][(seen[g] - 1) % 4])
     for ax, (key, title) in zip(axes[0], panels):
         for label, series in runs:
             if key not in series:
@@ -116,8 +131,10 @@ def main():
                 values = ema(values, args.smooth)
             if key == "arith_acc":
                 values = [100.0 * v for v in values]
-            style = "-" if key == "train_loss" else "o-"
-            ax.plot(steps, values, style, label=label, markersize=3, linewidth=1.2)
+            style = {"marker": None if key == "train_loss" else "o", "linestyle": "-"}
+            if label in styles:
+                style = dict(style, color=styles[label][0], linestyle=styles[label][1])
+            ax.plot(steps, values, label=label, markersize=3, linewidth=1.2, **style)
         ax.set_title(title)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(YLABELS[key])

@@ -115,6 +115,32 @@ static void test_batches(void) {
           "no folder when nothing matches");
 }
 
+// a seeded start (the trainers' -S): a position that fits, the same for the same seed, its first
+// batch read from there, and many different positions over the seeds (shards of 20, 14, 7 tokens
+// with B=2, T=3 have 14 + 8 + 1 = 23 positions where a batch fits)
+static void test_seeded_start(void) {
+    DataLoader d, again;
+    dataloader_init(&d, tmpdir_path("good_*.bin"), 2, 3, VOCAB, 0, 1);
+    dataloader_init(&again, tmpdir_path("good_*.bin"), 2, 3, VOCAB, 0, 1);
+    int seen[3][20] = {{0}};
+    int distinct = 0, bad = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        dataloader_start_at_seed(&d, seed);
+        dataloader_start_at_seed(&again, seed);
+        int shard = d.shard_index;
+        long offset = d.shard_offset;
+        if (shard != again.shard_index || offset != again.shard_offset || !dataloader_fits(&d, shard, offset)) { bad++; }
+        if (!seen[shard][offset]++) { distinct++; }
+        dataloader_next_batch(&d);
+        if (!batch_is(&d, shard, offset)) { bad++; }
+    }
+    CHECK(bad == 0, "200 seeds: the same position twice, one that fits, and the first batch from there (%d bad)", bad);
+    CHECK(distinct >= 20, "200 seeds start at %d of the 23 positions (at least 20)", distinct);
+    CHECK(seen[0][0] < 200, "a seeded start is not always the unseeded one");
+    dataloader_free(&d);
+    dataloader_free(&again);
+}
+
 // ----------------------------------------------------------------------------
 // bad input: each must end the program with one error line
 
@@ -221,6 +247,7 @@ static void test_bad_input(void) {
 int main(void) {
     tmpdir_create("test_dataloader");
     test_batches();
+    test_seeded_start();
     printf("bad shards and arguments (each must be one error line):\n");
     test_bad_input();
     return harness_finish("test_dataloader");

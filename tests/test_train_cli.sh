@@ -470,5 +470,59 @@ check "... are printed escaped (\\xNN)" grep -q '\\x[0-9a-f][0-9a-f]' "$W/sample
 check "... with no raw control byte but newline" test -z "$(tr -d '\n\t' < "$W/samples.txt" | LC_ALL=C tr -d '\040-\176' | LC_ALL=C tr -d '\200-\377' | od -A n -c)"
 check "... and valid UTF-8" iconv -f UTF-8 -t UTF-8 "$W/samples.txt" -o /dev/null
 
+echo "== g. seeds (-S) and fresh shapes (-e dNcChH)"
+F=(-i "$TRAIN_GLOB" -j "" -b 2 -t 8 -x 6 -s 0 -u 2)
+expect_success "shape d2c16h2" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7a"
+check "shape d2c16h2: the model line" grep -q "^model: siamese | L 2 | C 16 | NH 2 | V 50257" "$W/shape_d2c16h2.out"
+header=$(od -A n -t d4 -j 16 -N 12 "$W/s7a/model_00000006.bin" | tr -s ' ')
+check "shape d2c16h2: the checkpoint header records L 2, NH 2, C 16 (got$header)" test "$header" = " 2 2 16"
+expect_success "shape d1c48: heads default to max(1, C/64)" "$TRAIN" -e d1c48 -N pre "${F[@]}" -x 1
+check "shape d1c48: ... = 1" grep -q "^model: pre | L 1 | C 48 | NH 1 " "$W/shape_d1c48:_heads_default_to_max(1,_C_64).out"
+expect_success "seed 7 again" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7b"
+if diff <(train_lines "$W/s7a/main.log") <(train_lines "$W/s7b/main.log") > "$W/diff_s7"; then
+    ok "seed: the same seed gives the same losses, norms and lr at every step"
+else
+    bad "seed: the same seed gave other train lines" "$W/diff_s7"
+fi
+check "seed: ... and the same final model, byte for byte" cmp -s "$W/s7a/model_00000006.bin" "$W/s7b/model_00000006.bin"
+expect_success "seed 8" "$TRAIN" -e d2c16h2 -N siamese -S 8 "${F[@]}" -o "$W/s8"
+check "seed: another seed gives other losses" test "$(train_lines "$W/s7a/main.log" | head -n 1)" != "$(train_lines "$W/s8/main.log" | head -n 1)"
+check "seed: ... and another model" bash -c "! cmp -s '$W/s7a/model_00000006.bin' '$W/s8/model_00000006.bin'"
+# with -l 0 the final model is the initial one: -S picks the initial weights, and without -S they
+# are the ones seed 1337 gives, as before -S existed
+for s in 7 8 1337 none; do
+    if [ "$s" = none ]; then seed=(); else seed=(-S "$s"); fi
+    expect_success "init: -l 0, seed $s" "$TRAIN" -e d2c16h2 -N pre "${seed[@]}" "${F[@]}" -x 1 -l 0 -o "$W/init_$s"
+done
+check "init: seeds 7 and 8 give other initial weights" bash -c "! cmp -s '$W/init_7/model_00000001.bin' '$W/init_8/model_00000001.bin'"
+check "init: without -S the initial weights are seed 1337's" cmp -s "$W/init_1337/model_00000001.bin" "$W/init_none/model_00000001.bin"
+# from the same checkpoint only the data order can differ: -S must change it, and a run without
+# -S reads the data from its start, as it always did. One shard, so that only the token offset
+# the seed picks can make the difference.
+F1=("${F[@]}" -i "$W/data/train_000.bin")
+expect_success "data order: seed 1 from a checkpoint" "$TRAIN" -e "$MODEL" -S 1 "${F1[@]}" -o "$W/d1s1"
+expect_success "data order: seed 2 from the same checkpoint" "$TRAIN" -e "$MODEL" -S 2 "${F1[@]}" -o "$W/d1s2"
+expect_success "data order: no seed" "$TRAIN" -e "$MODEL" "${F1[@]}" -o "$W/d1none"
+start_of() { sed -n 's/^data order: seed [0-9]*, //p' "$W/$1.out"; }
+check "data order: seeds 1 and 2 start at other positions ($(start_of data_order:_seed_1_from_a_checkpoint); $(start_of data_order:_seed_2_from_the_same_checkpoint))" \
+    test "$(start_of data_order:_seed_1_from_a_checkpoint)" != "$(start_of data_order:_seed_2_from_the_same_checkpoint)"
+check "data order: ... and give other losses" test "$(train_lines "$W/d1s1/main.log" | head -n 1)" != "$(train_lines "$W/d1s2/main.log" | head -n 1)"
+check "data order: without -S no seeded start is printed" bash -c "! grep -q '^data order' '$W/data_order:_no_seed.out'"
+expect_success "data order: the unseeded run again" "$TRAIN" -e "$MODEL" "${F1[@]}" -o "$W/d1none2"
+check "data order: unseeded runs are identical" diff <(train_lines "$W/d1none/main.log") <(train_lines "$W/d1none2/main.log")
+# a seeded run resumes exactly: its data position is in the state file
+expect_success "seed: 3 steps" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -x 3 -o "$W/s7r"
+expect_success "seed: resumed to 6" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7r" -y 1
+check "seed: the resumed run equals the straight one" cmp -s "$W/s7a/model_00000006.bin" "$W/s7r/model_00000006.bin"
+for spec in "d4c30h4:30 channels do not split into 4 heads" "d2c0:0 channels is out of range" \
+            "d0c32:0 layers is out of range" "d2c64h0:0 heads is out of range" "d2c20000:20000 channels is out of range" \
+            "d2c64h65:65 heads is out of range" "d200c64h4:200 layers is out of range" \
+            "d2c99999999999:1000000000 channels is out of range"; do
+    expect_error "shape: -e ${spec%%:*}" "${spec#*:}" "$TRAIN" -e "${spec%%:*}" "${F[@]}"
+done
+expect_error "seed: -S -1" "out of range" "$TRAIN" -e d1 "${F[@]}" -S -1
+expect_error "seed: -S 0" "out of range" "$TRAIN" -e d1 "${F[@]}" -S 0
+expect_error "seed: -S 1e3" "expects an integer" "$TRAIN" -e d1 "${F[@]}" -S 1e3
+
 echo "test_train_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -14,7 +14,7 @@ endif
 CFLAGS ?= -O2 -Wall -Wextra
 CXX ?= g++
 
-DATA_HEADERS := common/utils.h common/tokenizer.h common/dataloader.h
+DATA_HEADERS := common/utils.h common/rng.h common/tokenizer.h common/dataloader.h
 DATA_TESTS := tests/bin/test_tokenizer tests/bin/test_dataloader tests/bin/decode_tokens
 # a test uses a few of the static helpers of common/utils.h; gcc would warn about the others
 DATA_TEST_FLAGS := -I. -Wno-unused-function

@@ -176,6 +176,51 @@ def write_tokenizer(path, enc):
 
 
 # ----------------------------------------------------------------------------
+# byte-level tokens: one token per byte, with GPT-2's own id for each single byte (as the
+# arithmetic data of common/arithmetic.h): the 188 printable bytes '!'..'~', 0xA1..0xAC,
+# 0xAE..0xFF in that order are ids 0..187, the other 68 bytes in order 188..255, and
+# <|endoftext|> is id 256 (V = 257). A byte-level model therefore reads GPT-2 shards' byte
+# tokens the same way, and the trainers' decoder prints its samples.
+
+BYTE_VOCAB_SIZE = 257
+BYTE_EOT = 256
+
+
+def _byte_is_printable(b):
+    return 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF
+
+
+def byte_token_table():
+    """ids[b] = the token id of byte b (a uint16 array of 256)."""
+    printable = [b for b in range(256) if _byte_is_printable(b)]
+    other = [b for b in range(256) if not _byte_is_printable(b)]
+    ids = np.zeros(256, dtype=np.uint16)
+    for token, b in enumerate(printable + other):
+        ids[b] = token
+    return ids
+
+
+def encode_bytes(data):
+    """The byte-level tokens of a bytes object."""
+    return byte_token_table()[np.frombuffer(data, dtype=np.uint8)]
+
+
+class ByteEncoding:
+    """The 257-token byte-level vocabulary, with the part of tiktoken's interface write_tokenizer uses."""
+    n_vocab = BYTE_VOCAB_SIZE
+    eot_token = BYTE_EOT
+
+    def __init__(self):
+        self._bytes = [b""] * BYTE_VOCAB_SIZE
+        for b, token in enumerate(byte_token_table()):
+            self._bytes[int(token)] = bytes([b])
+        self._bytes[BYTE_EOT] = b"<|endoftext|>"
+
+    def decode_single_token_bytes(self, token):
+        return self._bytes[token]
+
+
+# ----------------------------------------------------------------------------
 # the GPT-2 tokenizer, built from a local gpt2.tiktoken
 
 def _whisper_tiktoken_path():

@@ -1,8 +1,15 @@
 """
-dev/data/prepare.py: turn any local UTF-8 text file into GPT-2 token shards.
+dev/data/prepare.py: turn any local UTF-8 text file into GPT-2 token shards, or byte-level ones.
 
     python dev/data/prepare.py --input notes.txt --tiktoken /path/to/gpt2.tiktoken
     python dev/data/prepare.py --input big.txt --shard_tokens 10000000 --workers 4
+    python dev/data/prepare.py --input ../shared/data/tinyshakespeare.txt --bytes --name shakespeare_char
+
+--bytes: one token per byte of the file (the classic character-level baseline), with GPT-2's id
+for each single byte and <|endoftext|> at 256, V = 257, as the arithmetic data (data_common.py,
+"byte-level tokens"). No tokenizer file is needed and no document markers are added. The
+validation split is the first 10%% of the bytes (or --val_tokens), cut back to the end of a line
+so that no line is split between validation and training.
 
 The text is cut into documents (--split: at blank lines, at every line, or not at all), each
 document is preceded by <|endoftext|> (50256), the first --val_tokens tokens become the
@@ -22,7 +29,7 @@ import os
 
 import numpy as np
 
-from data_common import (DataError, ShardWriter, add_tiktoken_arg, gpt2_encoding, run_main,
+from data_common import (BYTE_VOCAB_SIZE, ByteEncoding, DataError, ShardWriter, add_tiktoken_arg, encode_bytes, gpt2_encoding, run_main,
                          split_documents, tokenize_documents, write_tokenizer)
 
 
@@ -31,6 +38,30 @@ def positive_int(s):
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{s} is not a positive integer")
     return value
+
+
+def prepare_bytes(args, name, output_dir):
+    """--bytes: the validation split is the first lines, about val_tokens bytes; training the rest."""
+    with open(args.input, "rb") as f:
+        data = f.read()
+    val_tokens = args.val_tokens if args.val_tokens is not None else max(1, len(data) // 10)
+    if len(data) <= val_tokens:
+        raise DataError(f"{args.input}: only {len(data)} bytes, need more than the "
+                        f"{val_tokens} of the validation split (see --val_tokens)")
+    cut = data.rfind(b"\n", 0, val_tokens) + 1  # just after the last newline inside the split
+    if cut == 0:
+        cut = val_tokens  # no newline in it: cut inside the line
+    tokens = encode_bytes(data)
+    print(f"{args.input}: {len(data):,} bytes = tokens, validation the first {cut:,}")
+    writer = ShardWriter(output_dir, name, shard_tokens=args.shard_tokens, val_tokens=cut,
+                         numbered=args.shard_tokens is not None)
+    writer.add(tokens)
+    writer.close()
+    tokenizer_path = os.path.join(output_dir, "tokenizer.bin")
+    write_tokenizer(tokenizer_path, ByteEncoding())
+    print(f"wrote the {BYTE_VOCAB_SIZE}-token byte-level tokenizer to {tokenizer_path}")
+    print(f"val: {writer.num_val_tokens():,} tokens, train: {writer.num_train_tokens():,} tokens "
+          f"in {len(writer.written) - 1} shard(s)")
 
 
 def main():
@@ -47,6 +78,8 @@ def main():
                         help="document boundaries: blank lines (default), every line, none")
     parser.add_argument("--workers", type=positive_int, default=1,
                         help="processes that tokenize documents in parallel")
+    parser.add_argument("--bytes", action="store_true",
+                        help="byte-level tokens (V = 257) instead of GPT-2's BPE; --split, --workers unused")
     add_tiktoken_arg(parser)
     args = parser.parse_args()
 
@@ -57,6 +90,9 @@ def main():
         raise DataError(f"--name {name!r} is not a usable file name prefix")
     output_dir = args.output_dir or os.path.join("data", name)
 
+    if args.bytes:
+        prepare_bytes(args, name, output_dir)
+        return
     try:
         with open(args.input, "r", encoding="utf-8") as f:
             text = f.read()

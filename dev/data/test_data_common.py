@@ -4,7 +4,8 @@ dev/data/test_data_common.py: offline tests of the data-preparation code.
     python dev/data/test_data_common.py [--tiktoken PATH]
 
 Checks the shard and tokenizer writers byte by byte, the document splitter, the ShardWriter (shard
-sizes, names, the short-tail merge), and runs tinystories.py and fineweb.py end to end on small
+sizes, names, the short-tail merge), prepare.py --bytes (byte-level shards and their tokenizer,
+which must equal the one common/arithmetic.h writes), and runs tinystories.py and fineweb.py end to end on small
 made-up inputs (a tar.gz of JSON stories, a JSON-lines file) so that everything but the download
 is exercised. Tests that need GPT-2's vocabulary use --tiktoken, $GPT2_TIKTOKEN or
 ../shared/data/gpt2.tiktoken beside the repository, and are skipped (with a message) without one.
@@ -248,6 +249,47 @@ def test_fineweb_script(tmp, tiktoken_path, enc):
     check(sizes == [500, 500, 500], f"--max_shards 3 writes three full shards, got {sizes}")
 
 
+def test_prepare_bytes(tmp, enc=None):
+    """prepare.py --bytes: the shards are the file's bytes, split at a line end, with GPT-2's byte ids."""
+    lines = [f"line {i}: caf\u00e9 \U0001F600 {'x' * (i % 13)}\n" for i in range(300)]
+    text = "".join(lines).encode("utf-8")
+    path = os.path.join(tmp, "bytes.txt")
+    with open(path, "wb") as f:
+        f.write(text)
+    out = os.path.join(tmp, "bytes_out")
+    r = run_script([os.path.join(HERE, "prepare.py"), "--input", path, "--bytes", "--output_dir", out,
+                    "--name", "b", "--val_tokens", "1000"], cwd=tmp)
+    check(r.returncode == 0, f"prepare.py --bytes runs ({r.stderr.strip()[-200:]})")
+    if r.returncode != 0:
+        return
+    val = dc.read_datafile(os.path.join(out, "b_val.bin"))
+    train = dc.read_datafile(os.path.join(out, "b_train.bin"))
+    table = dc.byte_token_table()
+    inverse = {int(t): b for b, t in enumerate(table)}
+    decoded = bytes(inverse[int(t)] for t in np.concatenate([val, train]))
+    check(decoded == text, "--bytes: validation + training tokens are the file's bytes, in order")
+    check(len(val) <= 1000 and decoded[len(val) - 1:len(val)] == b"\n" and len(val) > 900,
+          f"--bytes: the validation split ends at the last line end within --val_tokens ({len(val)} tokens)")
+    check(len(set(int(t) for t in table)) == 256 and int(table.max()) == 255, "--bytes: 256 distinct byte ids")
+    check([int(table[ord(c)]) for c in "0+=\n"] == [15, 10, 28, 198],
+          "--bytes: '0' '+' '=' newline are 15, 10, 28, 198 (as common/arithmetic.h)")
+    with open(os.path.join(out, "tokenizer.bin"), "rb") as f:
+        tok = f.read()
+    header = np.frombuffer(tok[:1024], dtype="<i4")
+    check(list(header[:4]) == [dc.TOKENIZER_MAGIC, dc.TOKENIZER_VERSION, 257, 256], "--bytes: tokenizer header V 257, EOT 256")
+    # the C trainer's arithmetic data writes its own byte-level tokenizer: the same file, byte for byte
+    arith = os.path.join(REPO, "dev", "data", "arithmetic")
+    if os.access(arith, os.X_OK):
+        subprocess.run([arith, os.path.join(tmp, "arith"), "-n", "10", "-m", "10"], check=True, capture_output=True)
+        with open(os.path.join(tmp, "arith", "tokenizer.bin"), "rb") as f:
+            check(f.read() == tok, "--bytes: tokenizer.bin equals the one common/arithmetic.h writes")
+    else:
+        print("skipped the comparison with common/arithmetic.h's tokenizer: build dev/data/arithmetic (make dev/data/arithmetic)")
+    if enc is not None:
+        check(all(enc.decode_single_token_bytes(int(table[b])) == bytes([b]) for b in range(256)),
+              "--bytes: every byte's id is GPT-2's token for that single byte")
+
+
 def main():
     parser = argparse.ArgumentParser(description="offline tests of dev/data")
     parser.add_argument("--tiktoken", default=None, metavar="PATH")
@@ -265,12 +307,14 @@ def main():
             have_gpt2 = os.path.isfile(tiktoken_path)
         except ImportError:
             have_gpt2 = False
+        enc = None
         if have_gpt2:
             enc = test_gpt2(tmp, tiktoken_path)
             test_tinystories_script(tmp, tiktoken_path, enc)
             test_fineweb_script(tmp, tiktoken_path, enc)
             test_failed_preparation(tmp, tiktoken_path)
-        else:
+        test_prepare_bytes(tmp, enc)
+        if not have_gpt2:
             print(f"skipped the GPT-2 tests: need the tiktoken package and {tiktoken_path} (--tiktoken PATH)")
     if failures:
         print(f"test_data_common: {failures} check(s) FAILED")

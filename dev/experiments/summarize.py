@@ -1,24 +1,44 @@
 """
 dev/experiments/summarize.py: a markdown summary of experiment runs, read from their main.log.
 
-    python dev/experiments/summarize.py RESULTS_DIR [-o summary.md]
+    python dev/experiments/summarize.py RESULTS_DIR [-o summary.md] [--unigram_from VAL_SHARD]
 
 Every folder below RESULTS_DIR that holds a run.info (written by dev/experiments/common.sh:
 key=value lines such as mode=siamese seed=2 lr=1e-3 rc=0) is a run; its main.log is the
 key=value log of common/logger.h (step=N train_loss=... / step=N val_loss=... [arith_acc=...]),
 the last line written for a step winning. Two tables: one row per run, then one row per
-(mode, lr) with the mean and spread over seeds.
+(shape, mode, lr) with the mean and spread over seeds.
 
 A run counts as diverged when the trainer failed (rc != 0: e.g. it stopped after non-finite steps),
 when any step was non-finite (skipped=1, or a NaN/Inf loss), when its last validation loss is
 above the one at step 0, or when the mean of its last 5 training losses is above the first one.
+With --unigram_from, a run that did not diverge but whose final validation loss is less than
+0.1 nats below the unigram entropy of that shard (the loss of predicting every token from the
+token frequencies alone, context ignored) is marked "stalled at the unigram plateau": it trained
+little further than a model that ignores the context would.
 """
 
 import argparse
 import math
 import os
 import statistics
+import struct
 import sys
+
+
+STALL_MARGIN = 0.1  # nats: a final val loss closer than this to the unigram entropy counts as stalled
+
+
+def unigram_entropy(shard):
+    """Entropy (nats) of the token frequencies of a token shard (common/dataloader.h format)."""
+    with open(shard, "rb") as f:
+        header = struct.unpack("<256i", f.read(1024))
+        data = f.read(2 * header[2])
+    counts = {}
+    for (t,) in struct.iter_unpack("<H", data):
+        counts[t] = counts.get(t, 0) + 1
+    n = sum(counts.values())
+    return -sum(c / n * math.log(c / n) for c in counts.values())
 
 
 def read_kv_lines(path):
@@ -57,7 +77,7 @@ def read_info(run_dir):
     return info
 
 
-def run_metrics(run_dir):
+def run_metrics(run_dir, unigram=None):
     info = read_info(run_dir)
     log = os.path.join(run_dir, "main.log")
     steps = read_kv_lines(log) if os.path.exists(log) else {}
@@ -87,6 +107,9 @@ def run_metrics(run_dir):
         reasons.append("no steps logged")
     m["diverged"] = bool(reasons)
     m["status"] = "diverged: " + ", ".join(reasons) if reasons else "ok"
+    m["stalled"] = not reasons and unigram is not None and not m["final_val"] < unigram - STALL_MARGIN
+    if m["stalled"]:
+        m["status"] = f"stalled (final val within {STALL_MARGIN} of the unigram {unigram:.3f})"
     return m
 
 
@@ -107,36 +130,38 @@ def mean_spread(values):
     return f"{statistics.fmean(vals):.4f} ± {statistics.stdev(vals):.4f}"
 
 
-def summarize(root):
+def summarize(root, unigram=None):
     run_dirs = sorted(os.path.dirname(os.path.join(d, f)) for d, _, files in os.walk(root)
                       for f in files if f == "run.info")
     if not run_dirs:
         sys.exit(f"error: no run.info below {root}")
-    runs = [run_metrics(d) for d in run_dirs]
+    runs = [run_metrics(d, unigram) for d in run_dirs]
     has_acc = any(r["acc_final"] is not None for r in runs)
     lines = [f"runs below `{root}` ({len(runs)})", "",
-             "| run | mode | lr | seed | steps | val@0 | min val | final val | final train (last 5) |"
+             "| run | shape | mode | lr | seed | steps | val@0 | min val | final val | final train (last 5) |"
              + (" arith_acc final | arith_acc max |" if has_acc else "") + " status |",
-             "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "") + "---|"]
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "") + "---|"]
     for r in runs:
-        row = [r["dir"], r.get("mode", "?"), r.get("lr", "?"), r.get("seed", "?"), str(r["steps_logged"]),
+        row = [r["dir"], r.get("shape", "?"), r.get("mode", "?"), r.get("lr", "?"), r.get("seed", "?"), str(r["steps_logged"]),
                fmt(r["val0"]), fmt(r["min_val"]), fmt(r["final_val"]), fmt(r["final_train"])]
         if has_acc:
             row += [fmt(r["acc_final"]), fmt(r["acc_max"])]
         lines.append("| " + " | ".join(row + [r["status"]]) + " |")
     groups = {}
     for r in runs:
-        groups.setdefault((r.get("mode", "?"), r.get("lr", "?")), []).append(r)
-    lines += ["", "per mode and learning rate (mean ± sample std over the seeds whose run did not diverge)", "",
-              "| mode | lr | runs | diverged | min val | final val |" + (" arith_acc final | arith_acc max |" if has_acc else ""),
-              "|---|---|---|---|---|---|" + ("---|---|" if has_acc else "")]
-    for (mode, lr), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], float(kv[0][1]) if kv[0][1] != "?" else 0)):
+        groups.setdefault((r.get("shape", "?"), r.get("mode", "?"), r.get("lr", "?")), []).append(r)
+    lines += ["", "per shape, mode and learning rate (mean ± sample std over the seeds whose run did not diverge)", "",
+              "| shape | mode | lr | runs | diverged | stalled | min val | final val |" + (" arith_acc final | arith_acc max |" if has_acc else ""),
+              "|---|---|---|---|---|---|---|---|" + ("---|---|" if has_acc else "")]
+    for (shape, mode, lr), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]) if kv[0][2] != "?" else 0)):
         ok = [r for r in rs if not r["diverged"]]
-        row = [mode, lr, str(len(rs)), str(len(rs) - len(ok)),
+        row = [shape, mode, lr, str(len(rs)), str(len(rs) - len(ok)), str(sum(1 for r in rs if r.get("stalled"))),
                mean_spread([r["min_val"] for r in ok]), mean_spread([r["final_val"] for r in ok])]
         if has_acc:
             row += [mean_spread([r["acc_final"] for r in ok]), mean_spread([r["acc_max"] for r in ok])]
         lines.append("| " + " | ".join(row) + " |")
+    if unigram is not None:
+        lines += ["", f"unigram entropy of the validation shard: {unigram:.4f} nats"]
     return "\n".join(lines) + "\n"
 
 
@@ -144,8 +169,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("root", help="results folder holding run folders with run.info")
     p.add_argument("-o", dest="output", default="", help="also write the summary here")
+    p.add_argument("--unigram_from", default="", metavar="SHARD",
+                   help="mark runs whose final val loss is above this shard's unigram entropy")
     args = p.parse_args()
-    text = summarize(args.root)
+    text = summarize(args.root, unigram_entropy(args.unigram_from) if args.unigram_from else None)
     sys.stdout.write(text)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
