@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
 
     printf("# %s: %s, L %d, C %d, NH %d; %d val batches of %d x %d tokens from %s\n", model_path,
            NORM_MODE_NAMES[mode], L, C, cfg->num_heads, batches, B, T, val_path);
-    printf("model=%s mode=%s val_loss=%.6f\n", model_path, NORM_MODE_NAMES[mode], loss / batches);
+    // as the trainer reports it: the mean over batches in double, then float
+    printf("model=%s mode=%s val_loss=%.6f\n", model_path, NORM_MODE_NAMES[mode], (float)(loss / batches));
     for (int k = 0; k < K; k++) {
         int l = k / 2;
         double zn = z_norm[k] / batches, sn = s_norm[k] / batches;
