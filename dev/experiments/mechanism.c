@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
 
     int L = cfg->num_layers, C = cfg->channels, K = 2 * L, BT = B * T;
     NormMode mode = cfg->norm_mode;
+    int two_streams = norm_mode_layout(mode)->two_streams;  // a final merge of X and Y to ablate
     size_t N = (size_t)BT * C;
     double* z_norm = (double*)calloc_check(K, sizeof(double), "norms");
     double* s_norm = (double*)calloc_check(K, sizeof(double), "norms");
@@ -110,13 +111,13 @@ int main(int argc, char** argv) {
     double* fx_avg = (double*)calloc_check(C, sizeof(double), "mean of LN(x)");
     double* fy_avg = (double*)calloc_check(C, sizeof(double), "mean of LN(y)");
 
-    for (int pass = 0; pass < (mode == NORM_SIAMESE ? 2 : 1); pass++) {
+    for (int pass = 0; pass < (two_streams ? 2 : 1); pass++) {
         dataloader_reset(&loader);
         for (int b = 0; b < batches; b++) {
             dataloader_next_batch(&loader);
             gpt2_forward(&model, loader.inputs, loader.targets, B, T);
             ActivationTensors* a = &model.acts;
-            if (mode == NORM_SIAMESE) {
+            if (two_streams) {
                 const float* x = a->resx + (size_t)K * N;
                 const float* y = a->resy + (size_t)K * N;
                 layernorm_forward(fx, mean, rstd, x, model.params.lnfxw, model.params.lnfxb, BT, C);
@@ -133,14 +134,14 @@ int main(int argc, char** argv) {
             for (int k = 0; k < K; k++) {
                 const float* z = a->blockout + k * N;
                 z_norm[k] += mean_token_norm(z, BT, C, 1.0f);
-                if (mode == NORM_SIAMESE) {
+                if (two_streams) {
                     s_norm[k] += mean_token_norm(a->resy + k * N, BT, C, 1.0f);
                     a_norm[k] += mean_token_norm(a->lnx + k * N, BT, C, 1.0f);
                 } else {
                     s_norm[k] += mean_token_norm(a->resx + k * N, BT, C, 1.0f);
                 }
             }
-            if (mode == NORM_SIAMESE) {
+            if (two_streams) {
                 fx_norm += mean_token_norm(fx, BT, C, 1.0f);
                 fy_norm += mean_token_norm(fy, BT, C, 1.0f);
                 f_cos += mean_token_cosine(fx, fy, BT, C);
@@ -165,13 +166,13 @@ int main(int argc, char** argv) {
         double zn = z_norm[k] / batches, sn = s_norm[k] / batches;
         printf("sublayer=%d layer=%d kind=%s z_norm=%.8g stream_norm=%.8g ratio=%.8g", k, l, k % 2 ? "mlp" : "attn",
                zn, sn, zn / sn);
-        if (mode == NORM_SIAMESE) {
+        if (two_streams) {
             double an = a_norm[k] / batches, c = siamese_scale(l);
             printf(" lnx_norm=%.8g ratio_x=%.8g", an, zn / c / an);
         }
         printf("\n");
     }
-    if (mode == NORM_SIAMESE) {
+    if (two_streams) {
         printf("merge lnfx_norm=%.6f lnfy_norm=%.6f cosine=%.6f loss=%.6f loss_recomputed=%.6f loss_zero_x=%.6f loss_zero_y=%.6f "
                "loss_mean_x=%.6f loss_mean_y=%.6f\n", fx_norm / batches, fy_norm / batches, f_cos / batches,
                loss / batches, loss_recomputed / batches, loss_zero_x / batches, loss_zero_y / batches, loss_mean_x / batches,
