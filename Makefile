@@ -38,7 +38,7 @@ CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -159,8 +159,13 @@ dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEA
 test-mechanism: dev/experiments/mechanism train_gpt2 tests/bin/mkshard
 	bash tests/test_mechanism.sh
 
+# dev/plot.py refuses a log with nothing to plot (standard library only; skipped without python3)
+test-plot:
+	@if command -v python3 > /dev/null 2>&1; then python3 dev/test_plot.py; \
+	else echo "test-plot: skipped: python3 not found"; fi
+
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-fuzz-replay check-cuda
+	test-plot test-fuzz-replay check-cuda
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
