@@ -145,12 +145,11 @@ static inline int output_dir_has_run_files(const char* dir) {
     return found;
 }
 
-// Start-up checks of the output folder (-o) and of what comes from a checkpoint. Creates the
-// folder (and its parents), locks it for this run (output_dir_lock), removes the temporary files
+// Start-up checks of the output folder (-o). Creates the folder (and its parents), locks it for this run (output_dir_lock), removes the temporary files
 // of interrupted writes, and returns the step of the newest complete checkpoint to resume from
 // with -y 1 (-1: start fresh). Refused: without -y 1 a folder that already holds a run; with -y 1 a
 // folder that holds a log or model/state files but no complete pair (a resume would silently start
-// from zero and append to the old log). Says when -N is given but the model comes from a checkpoint.
+// from zero and append to the old log).
 static inline int output_dir_prepare(const TrainArgs* a) {
     int resume_step = -1;
     if (a->output_dir[0] != '\0') {
@@ -169,11 +168,6 @@ static inline int output_dir_prepare(const TrainArgs* a) {
         } else if (has_files) {
             fatal("%s already holds a run; resume it with -y 1 or choose another -o folder", a->output_dir);
         }
-    }
-    FreshShape shape;
-    if (a->norm_mode_given && (resume_step >= 0 || !args_fresh_shape(a->init, &shape))) {
-        printf("note: -N %s is ignored: the model comes from a checkpoint, which carries its own norm mode\n",
-               a->norm_mode);
     }
     return resume_step;
 }

@@ -94,6 +94,10 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     } else {
         snprintf(r->model_path, sizeof(r->model_path), "%s", r->args.init);
     }
+    if (r->args.norm_mode_given && !r->fresh) {
+        printf("note: -N %s is ignored: the model comes from a checkpoint, which carries its own norm mode\n",
+               r->args.norm_mode);
+    }
 }
 
 // the model is built (not yet allocated): checks the flags against it, opens the data, and prints
