@@ -145,11 +145,12 @@ static inline int output_dir_has_run_files(const char* dir) {
     return found;
 }
 
-// Start-up checks of the output folder (-o). Creates the folder (and its parents), locks it for this run (output_dir_lock), removes the temporary files
-// of interrupted writes, and returns the step of the newest complete checkpoint to resume from
-// with -y 1 (-1: start fresh). Refused: without -y 1 a folder that already holds a run; with -y 1 a
-// folder that holds a log or model/state files but no complete pair (a resume would silently start
-// from zero and append to the old log).
+// Start-up checks of the output folder (-o). Creates the folder (and its parents), locks it for
+// this run (output_dir_lock), removes the temporary files of interrupted writes, and returns the
+// step of the newest complete checkpoint to resume from with -y 1 (-1: start fresh). Refused:
+// without -y 1 a folder that already holds a run; with -y 1 a folder that holds a log or
+// model/state files but no complete pair (a resume would silently start from zero and append to
+// the old log).
 static inline int output_dir_prepare(const TrainArgs* a) {
     int resume_step = -1;
     if (a->output_dir[0] != '\0') {
