@@ -15,6 +15,9 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summarize  # noqa: E402
+
 COLORS = {"pre": "tab:blue", "post": "tab:orange", "siamese": "tab:green"}
 
 
@@ -44,14 +47,6 @@ def layer_means(values):
     return [(values[2 * l] + values[2 * l + 1]) / 2 for l in range(len(values) // 2)]
 
 
-def mean_std(values):
-    m = sum(values) / len(values)
-    if len(values) < 2:
-        return f"{m:.3f}"
-    s = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    return f"{m:.3f} ± {s:.3f}"
-
-
 def table(results, names):
     lines = ["| model | val loss | ||z||/||stream||, layer 0 | middle layer | last layer | mean over sublayers |",
              "|---|---|---|---|---|---|"]
@@ -76,7 +71,8 @@ def table(results, names):
             lines.append(f"| {name} | " + " | ".join(f"{m[k]:.3f}" if "norm" in k or k == "cosine" else f"{m[k]:.4f}"
                                                       for k in keys) + " |")
         if len(merges) > 1:
-            lines.append("| mean ± std | " + " | ".join(mean_std([m[k] for m, _ in merges]) for k in keys) + " |")
+            lines.append("| mean ± std | " + " | ".join(summarize.mean_spread([m[k] for m, _ in merges], digits=3)
+                                                         for k in keys) + " |")
         lines += ["", "(the head recomputed on the unablated sum: " +
                   ", ".join(f"{m['loss_recomputed']:.4f}" for m, _ in merges) + ", the models' losses)"]
     return "\n".join(lines) + "\n"

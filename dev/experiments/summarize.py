@@ -121,13 +121,14 @@ def fmt(v, digits=4):
     return str(v)
 
 
-def mean_spread(values):
+def mean_spread(values, digits=4):
+    """mean ± sample standard deviation of the finite values, as text"""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return "-"
     if len(vals) == 1:
-        return f"{vals[0]:.4f}"
-    return f"{statistics.fmean(vals):.4f} ± {statistics.stdev(vals):.4f}"
+        return f"{vals[0]:.{digits}f}"
+    return f"{statistics.fmean(vals):.{digits}f} ± {statistics.stdev(vals):.{digits}f}"
 
 
 def summarize(root, unigram=None):
