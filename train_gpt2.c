@@ -1,5 +1,8 @@
 /*
-train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP, in one file.
+train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP. The model, its forward and
+backward passes and AdamW are all in this file; what it shares with train_gpt2.cu (the parameter
+table and checkpoint format, the command line, the training loop) and the fast matmul are headers
+in common/.
 
 What this trains. A GPT-2 whose residual stream is wired in one of three ways (dev/MODEL.md
 describes the model, its equations and its backward paths in full):
@@ -22,15 +25,18 @@ adds only LayerNorms and element-wise adds, which cost little next to the matmul
 How to read this file. Part 1 holds the layers, each with its forward and backward next to each
 other, in the order the forward pass uses them: embedding, LayerNorm, the two-stream (siamese)
 kernels, matmul, attention, GELU, the classifier. Part 2 wires them into the model: parameters,
-activations, forward, backward, AdamW. Part 3 is the training loop. Backward functions ACCUMULATE
-(+=) into parameter gradients, which are zeroed once per optimizer step, so gradient accumulation
-over micro-batches is free. Everything is allocated once, up front, from the configuration.
+activations, forward, backward, AdamW. Part 3 hands the model to the training loop shared with
+train_gpt2.cu (common/train_loop.h) and walks through one training step, from the micro-batches
+to AdamW, naming where each piece (schedule, clip, betas, weight decay) lives. Backward functions
+ACCUMULATE (+=) into parameter gradients, which are zeroed once per optimizer step, so gradient
+accumulation over micro-batches is free. Everything is allocated once, up front, from the
+configuration.
 
 Determinism: every parallel loop partitions its work statically and every reduction is summed in
 a fixed order that does not depend on the number of threads, so a run is bit-for-bit repeatable.
 
-The checkpoint format and the command line are shared with train_gpt2.cu (common/). The test
-program test_gpt2.c includes this file (with TESTING defined) and checks it against PyTorch.
+The test program test_gpt2.c includes this file (with TESTING defined) and checks it against
+PyTorch.
 */
 #include <math.h>
 #include <stdint.h>
@@ -978,8 +984,27 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 // ============================================================================
 // Part 3: training
 // ============================================================================
-// The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
-// train_gpt2.cu in common/train_loop.h; it reaches the model only through these functions.
+// The training loop (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
+// train_gpt2.cu: train_run_loop in common/train_loop.h. It reaches the model only through the
+// functions main() below hands it (TrainerOps). One training step, in the order it runs:
+//
+//   1. ops.zero_grad       gpt2_zero_grad: every parameter gradient to 0.
+//   2. grad_accum times    (-d total batch / (B * T) micro-batches; 1 by default)
+//                          the next (B, T) tokens and their targets (common/dataloader.h), then
+//      ops.forward         gpt2_forward: the activations and the mean loss;
+//      ops.backward        gpt2_backward with loss_scale 1/grad_accum: the gradients ACCUMULATE,
+//                          so after the last micro-batch they are the mean over all of them.
+//   3. ops.grad_norm       gpt2_grad_norm: the global L2 norm of all gradients.
+//   4. the learning rate   learning_rate_at (common/args.h): -l times (step+1)/-u during the -u
+//                          warmup steps, then a cosine from -l down to -q times -l at step -x.
+//   5. the clip            grad_clip_scale (common/args.h): min(1, 1.0 / (norm + 1e-6)), i.e. the
+//                          global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
+//                          AdamW as grad_scale, the gradients in memory are left as they are.
+//   6. ops.update          gpt2_update (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
+//                          eps 1e-8 (the constants at its call in train_run_loop) and weight decay
+//                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
+//                          and the four matrices of each layer, not the biases or LayerNorms.
+//   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
 #include "common/train_loop.h"
 
 static float cpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
@@ -1032,9 +1057,20 @@ int main(int argc, char** argv) {
     printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
            4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
 
-    TrainerOps ops = {cpu_forward,    cpu_backward, cpu_zero_grad,  cpu_grad_norm,       cpu_update,
-                      cpu_logits_row, cpu_weights,  cpu_moments,    cpu_read_state,      cpu_poison_gradient,
-                      NULL,           0.0};
+    TrainerOps ops = {
+        .forward = cpu_forward,
+        .backward = cpu_backward,
+        .zero_grad = cpu_zero_grad,
+        .grad_norm = cpu_grad_norm,
+        .update = cpu_update,
+        .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
+        .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
+        .moments = cpu_moments,
+        .read_state = cpu_read_state,            // resuming: the moments back into the optimizer
+        .poison_gradient = cpu_poison_gradient,  // the tests of the non-finite guard
+        .sync = NULL,                            // nothing is queued on the CPU
+        .peak_flops = 0.0,                       // no MFU column
+    };
     train_run_loop(&run, &ops, &model);
 
     train_run_free(&run);
