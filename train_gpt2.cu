@@ -1,5 +1,5 @@
 /*
-train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
+train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision (with siamese.cuh).
 
 What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
@@ -38,8 +38,9 @@ atomics modes explicitly; the heuristic's choice could in principle differ betwe
 versions or GPUs).
 
 How to read this file: Part 1 holds the kernels in forward order, each with its backward next to
-it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 the training
-loop. Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 hands it to the
+training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through
+one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
@@ -1649,9 +1650,20 @@ int main(int argc, char** argv) {
            model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 
-    TrainerOps ops = {gpu_forward,    gpu_backward, gpu_zero_grad,  gpu_grad_norm,       gpu_update,
-                      gpu_logits_row, gpu_weights,  gpu_moments,    gpu_read_state,      gpu_poison_gradient,
-                      gpu_sync,       PEAK_FLOPS};
+    TrainerOps ops = {
+        .forward = gpu_forward,
+        .backward = gpu_backward,
+        .zero_grad = gpu_zero_grad,
+        .grad_norm = gpu_grad_norm,
+        .update = gpu_update,
+        .logits_row = gpu_logits_row,
+        .weights = gpu_weights,
+        .moments = gpu_moments,
+        .read_state = gpu_read_state,
+        .poison_gradient = gpu_poison_gradient,
+        .sync = gpu_sync,
+        .peak_flops = PEAK_FLOPS,
+    };
     train_run_loop(&run, &ops, &model);
 
     train_run_free(&run);
