@@ -2,10 +2,10 @@
 #   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
 #   make test            every test that runs without a GPU (GPU tests skip with a message), built
 #                        with every compiler warning an error, C and CUDA (CI runs exactly this)
-#   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
+#   make train_gpt2cu    CUDA trainer (needs nvcc; see doc/cuda.md for GPU_ARCH and PRECISION)
 #   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
 #   make test WERROR=0   the tests with warnings left as warnings (a newer compiler, say)
-#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (README, "llm.c")
+#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (doc/formats.md, "llm.c")
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
