@@ -80,6 +80,7 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     memset(r, 0, sizeof(*r));
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
+    (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
     r->have_output = r->args.output_dir[0] != '\0';
     // the output folder: resume from it, or refuse to overwrite an earlier run in it
     r->resume_step = output_dir_prepare(&r->args);
