@@ -38,7 +38,7 @@ CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: test-cu-training all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -133,6 +133,13 @@ data/arithmetic: dev/data/arithmetic
 -include tests/robust.mk
 -include tests/cudacpu/cudacpu.mk
 
+# the CUDA trainer through the CPU execution layer: 20 steps from one checkpoint against train_gpt2
+# (every mode, both precisions), a repeat and a resume bit for bit, checkpoints between the two
+# trainers, the command line: the GPU-free stages of dev/gpu_check.sh (logs in tests/bin/gpu_check_layer)
+test-cu-training:
+	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-cu-training: skipped: no CUDA headers (cuda_bf16.h) found"; \
+	else WERROR=$(WERROR) OUT=tests/bin/gpu_check_layer bash dev/gpu_check.sh --layer; fi
+
 # the default dataset and the accuracy scorer (common/arithmetic.h)
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
@@ -171,7 +178,7 @@ test-plot:
 	else echo "test-plot: skipped: python3 not found"; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay check-cuda test-cudacpu
+	test-plot test-fuzz-replay check-cuda test-cudacpu test-cu-training
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \

@@ -35,8 +35,10 @@
 #   SHAKESPEARE_DIR (default data/tinyshakespeare: tiny_shakespeare_{train,val}.bin and
 #   tokenizer.bin as dev/data/tinyshakespeare.py writes them; git-ignored, so copy that folder to
 #   the GPU machine with the checkout).
-# In --layer mode the binaries come from LAYER_BIN (see the layer's README) and only the stages
-# that need no GPU run (training, cross, cli by default); the others are listed as skipped.
+# In --layer mode the CUDA binaries are the CPU execution layer's builds (tests/cudacpu: make
+# tests/bin/train_gpt2cu_cpu ...), and only the stages that need no GPU run (training, cross, cli
+# by default; the layer's own make test target runs the two tests); the others are listed as
+# skipped. Everything there is slow (every kernel runs on the CPU): smaller repeats.
 set -u
 cd "$(dirname "$0")/.."
 SELF=dev/gpu_check.sh
@@ -108,11 +110,12 @@ stage_test_shapes() {
 }
 
 stage_training() {
-    local rc=0 p
-    for p in "$TRAIN_BF16" "$TRAIN_FP32"; do
-        echo "== $p"
-        GPU=$p bash tests/test_cu_training.sh || rc=1
-    done
+    local rc=0 p repeat=("pre post siamese" "pre post siamese")
+    # through the layer the repeat and resume checks (host code, the same for every mode and
+    # precision) run once: bf16 siamese
+    [ "$GPU_CHECK_MODE" = layer ] && repeat=("siamese" "")
+    GPU=$TRAIN_BF16 REPEAT_MODES=${repeat[0]} bash tests/test_cu_training.sh || rc=1
+    GPU=$TRAIN_FP32 REPEAT_MODES=${repeat[1]} bash tests/test_cu_training.sh || rc=1
     note "largest relative step-loss difference: $(sed -n 's/^test_cu_training: largest .*(\([a-z0-9]*\)) against train_gpt2: /\1: /p' "$OUT/logs/training.log" | tr '\n' ' ')"
     return $rc
 }
@@ -242,14 +245,18 @@ case "${1:-}" in
 esac
 
 OUT=${OUT:-./out_gpu_check}
-BUDGET_S=${BUDGET_S:-530}
+# through the layer every kernel runs on the CPU, on a machine that may be shared: 4x the budgets
+scale=1
+[ "$MODE" = layer ] && scale=4
+BUDGET_S=${BUDGET_S:-$((530 * scale))}
 mkdir -p "$OUT/logs"
 OUT=$(cd "$OUT" && pwd)
 if [ "$MODE" = layer ]; then
-    : "${LAYER_BIN:?--layer needs LAYER_BIN, the folder of the execution layer builds}"
-    TRAIN_BF16=${TRAIN_BF16:-$LAYER_BIN/train_gpt2cu} TRAIN_FP32=${TRAIN_FP32:-$LAYER_BIN/train_gpt2cu_fp32}
-    TEST_BF16=${TEST_BF16:-$LAYER_BIN/test_gpt2cu} TEST_FP32=${TEST_FP32:-$LAYER_BIN/test_gpt2cu_fp32}
+    TRAIN_BF16=tests/bin/train_gpt2cu_cpu TRAIN_FP32=tests/bin/train_gpt2cu_fp32_cpu
+    TEST_BF16=tests/bin/test_gpt2cu_cpu TEST_FP32=tests/bin/test_gpt2cu_fp32_cpu
     STAGES=${STAGES:-$LAYER_STAGES}
+    make --no-print-directory train_gpt2 tests/bin/mkshard $TRAIN_BF16 $TRAIN_FP32 > "$OUT/logs/layer_build.log" 2>&1 ||
+        { cat "$OUT/logs/layer_build.log"; echo "dev/gpu_check.sh --layer: the execution layer builds failed" >&2; exit 1; }
 else
     TRAIN_BF16=./train_gpt2cu TRAIN_FP32=./train_gpt2cu_fp32 TEST_BF16=./test_gpt2cu TEST_FP32=./test_gpt2cu_fp32
     STAGES=${STAGES:-$ALL_STAGES}
@@ -267,7 +274,7 @@ for s in $ALL_STAGES; do
         continue
     fi
     left=$((BUDGET_S - ($(date +%s) - start)))
-    budget=${BUDGETS[$s]}
+    budget=$((BUDGETS[$s] * scale))
     [ "$left" -lt "$budget" ] && budget=$left
     if [ "$budget" -lt 10 ]; then
         summary+="| $s | not run | 0 | the $BUDGET_S s budget was spent |"$'\n'

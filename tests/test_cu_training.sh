@@ -24,11 +24,12 @@ cd "$(dirname "$0")/.."
 GPU=${GPU:-./train_gpt2cu}
 CPU=${CPU:-./train_gpt2}
 MODES=${MODES:-"pre post siamese"}
+REPEAT_MODES=${REPEAT_MODES-$MODES}  # the modes that also get checks 2 and 3 ("" for none)
 SHAPE=${SHAPE:-d2c64h4}
 CKPT_STEPS=${CKPT_STEPS:-10}
 STEPS=${STEPS:-20}
 TOL_FP32=${TOL_FP32:-1e-5}
-TOL_BF16=${TOL_BF16:-2e-2}
+TOL_BF16=${TOL_BF16:-3e-3}  # bf16: largest difference measured through the layer 6.6e-4 (pre), about 4.5x that
 CLI_TEST_NAME=test_cu_training
 source tests/cli_lib.sh
 
@@ -43,7 +44,7 @@ RUN=(-b 4 -t 32 -l 1e-3 -u "$HALF" -v 0 -s 0)
 steps_of() { grep '^step [0-9]*/' "$1" | sed -e 's|^step \([0-9]*\)/[0-9]*|step \1|' -e 's/ | [0-9.]* ms |.*//'; }
 # the largest relative difference of the step losses of two runs (a number, or "missing")
 max_rel_diff() {
-    paste <(steps_of "$1" | awk '{print $4}') <(steps_of "$2" | awk '{print $4}') |
+    paste <(steps_of "$1" | sed -n 's/.* | loss \([^ ]*\) | .*/\1/p') <(steps_of "$2" | sed -n 's/.* | loss \([^ ]*\) | .*/\1/p') |
         awk -v n="$STEPS" 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; k++ }
                            END { if (k != n) print "missing"; else printf "%.3g\n", m }'
 }
@@ -81,6 +82,7 @@ for mode in $MODES; do
     check "$mode ($precision): step losses within $tol of train_gpt2's (largest relative difference $diff)" \
         awk -v d="$diff" -v t="$tol" 'BEGIN { exit !(d != "missing" && d <= t) }'
 
+    [[ " $REPEAT_MODES " == *" $mode "* ]] || continue
     # the same run in a second process: the same bits
     go "again_$mode" "$mode: the same run again" "$GPU" -e "$CK" "${RUN[@]}" -x "$STEPS" -o "$W/again_$mode"
     check "$mode: ... the same step lines" diff <(steps_of "$W/gpu_$mode.out") <(steps_of "$W/again_$mode.out")
