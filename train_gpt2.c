@@ -664,8 +664,9 @@ typedef struct {
     float* params_memory;
     ParameterTensors grads;
     float* grads_memory;
-    float* m_memory;  // AdamW first moment
-    float* v_memory;  // AdamW second moment
+    float* m_memory;  // AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;  // AdamW second moment, of the same
+    size_t opt_lo, opt_hi;  // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
     float* acts_memory;
     size_t num_activations;
@@ -720,8 +721,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->seq_len = T;
     m->grads_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "gradients");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    m->m_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW m");
-    m->v_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW v");
+    if (m->opt_hi == 0) { m->opt_hi = m->num_parameters; }
+    m->m_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW m");
+    m->v_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW v");
     size_t act_sizes[NUM_ACTIVATION_TENSORS];
     fill_activation_sizes(act_sizes, cfg, B, T);
     m->acts_memory = alloc_tensors((float**)&m->acts, act_sizes, NUM_ACTIVATION_TENSORS, &m->num_activations, "activations");
@@ -996,14 +998,14 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the global L2 norm of all gradients, summed in double over fixed chunks (deterministic)
-static float gpt2_grad_norm(GPT2* m) {
+// the sum of squares of gradients [lo, hi), in double over fixed chunks (deterministic)
+static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     enum { CHUNKS = 64 };
     double partial[CHUNKS];
-    size_t n = m->num_parameters;
+    size_t n = hi - lo;
     #pragma omp parallel for
     for (int k = 0; k < CHUNKS; k++) {
-        size_t i0 = n * k / CHUNKS, i1 = n * (k + 1) / CHUNKS;
+        size_t i0 = lo + n * k / CHUNKS, i1 = lo + n * (k + 1) / CHUNKS;
         // 8 running sums (one vector of doubles) instead of one, so the loop is not one long chain of
         // dependent additions; they are added in a fixed order at the end
         const float* g = m->grads_memory;
@@ -1019,13 +1021,17 @@ static float gpt2_grad_norm(GPT2* m) {
     }
     double total = 0.0;
     for (int k = 0; k < CHUNKS; k++) { total += partial[k]; }
-    return (float)sqrt(total);
+    return total;
 }
 
-// AdamW step `t` (1-based) with decoupled weight decay and bias correction; the gradients are
-// multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
+// the global L2 norm of all gradients (the tests call it and gpt2_update; the trainer works on shards)
+static inline float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+
+// AdamW step `t` (1-based) with decoupled weight decay and bias correction, of parameters [lo, hi)
+// (within [opt_lo, opt_hi), whose moments the model holds); the gradients are multiplied by
+// grad_scale first (clipping). Decay applies to matrices and embeddings only.
+static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t, size_t lo, size_t hi) {
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
     // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
@@ -1035,12 +1041,17 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
     {
         size_t offset = 0;
         for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-            size_t n = m->param_sizes[i];
+            // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
+            size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
+            end = end < hi ? end : hi;
+            offset += m->param_sizes[i];
+            if (start >= end) { continue; }
+            size_t n = end - start;
             float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-            float* param = m->params_memory + offset;
-            float* grad = m->grads_memory + offset;
-            float* mm = m->m_memory + offset;
-            float* vv = m->v_memory + offset;
+            float* param = m->params_memory + start;
+            float* grad = m->grads_memory + start;
+            float* mm = m->m_memory + (start - m->opt_lo);
+            float* vv = m->v_memory + (start - m->opt_lo);
             #pragma omp for nowait
             for (size_t j = 0; j < n; j++) {
                 float gj = grad[j] * grad_scale;
@@ -1050,9 +1061,14 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
                 float vhat = vv[j] * inv_bc2;
                 param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
             }
-            offset += n;
         }
     }
+}
+
+// AdamW step `t` of all parameters
+static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
 }
 
 #ifndef TESTING
@@ -1070,10 +1086,10 @@ static float cpu_forward(void* self, const int* inputs, const int* targets, int 
 }
 static void cpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
 static void cpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static float cpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static double cpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void cpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t) {
-    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+                       int t, size_t lo, size_t hi) {
+    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
 }
 static const float* cpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
@@ -1085,9 +1101,15 @@ static void cpu_moments(void* self, const float** mm, const float** vv) {
     *mm = m->m_memory;
     *vv = m->v_memory;
 }
-static void cpu_read_state(void* self, const char* state_path, TrainState* st) {
+static void cpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
-    state_read(state_path, st, m->m_memory, m->v_memory, m->num_parameters);
+    memcpy(m->m_memory, mm, (m->opt_hi - m->opt_lo) * sizeof(float));
+    memcpy(m->v_memory, vv, (m->opt_hi - m->opt_lo) * sizeof(float));
+}
+static float* cpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
+static void* cpu_working_weights(void* self, size_t* elem_bytes) {
+    *elem_bytes = sizeof(float);
+    return ((GPT2*)self)->params_memory;
 }
 static void cpu_poison_gradient(void* self) { ((GPT2*)self)->grads_memory[0] = NAN; }
 
@@ -1109,13 +1131,31 @@ int main(int argc, char** argv) {
     char batch_note[64];
     snprintf(batch_note, sizeof(batch_note), " | %d threads (wait: %s)", threads, openmp_wait_policy_name());
     train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
+    model.opt_lo = run.opt_lo;  // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
-    printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
-           4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
+    size_t held = model.opt_hi - model.opt_lo;
+    printf("memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations\n",
+           (2.0 * model.num_parameters + 2.0 * held) * sizeof(float) / 1048576.0,
+           held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
+           model.num_activations * sizeof(float) / 1048576.0);
 
-    TrainerOps ops = {cpu_forward,    cpu_backward, cpu_zero_grad,  cpu_grad_norm,       cpu_update,
-                      cpu_logits_row, cpu_weights,  cpu_moments,    cpu_read_state,      cpu_poison_gradient,
-                      NULL,           0.0};
+    TrainerOps ops = {
+        .forward = cpu_forward,
+        .backward = cpu_backward,
+        .zero_grad = cpu_zero_grad,
+        .grad_sumsq = cpu_grad_sumsq,
+        .update = cpu_update,
+        .logits_row = cpu_logits_row,
+        .weights = cpu_weights,
+        .moments = cpu_moments,
+        .load_moments = cpu_load_moments,
+        .grads = cpu_grads,
+        .working_weights = cpu_working_weights,
+        .poison_gradient = cpu_poison_gradient,
+        .sync = NULL,
+        .peak_flops = 0.0,
+    };
     train_run_loop(&run, &ops, &model);
 
     train_run_free(&run);
