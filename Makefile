@@ -2,10 +2,10 @@
 #   make train_gpt2      CPU trainer (fp32, OpenMP when the compiler has it)
 #   make test            every test that runs without a GPU (GPU tests skip with a message), built
 #                        with every compiler warning an error, C and CUDA (CI runs exactly this)
-#   make train_gpt2cu    CUDA trainer (needs nvcc; see README for GPU_ARCH and PRECISION)
+#   make train_gpt2cu    CUDA trainer (needs nvcc; see doc/cuda.md for GPU_ARCH and PRECISION)
 #   make data/arithmetic the default dataset (./train_gpt2 also makes it when it is missing)
 #   make test WERROR=0   the tests with warnings left as warnings (a newer compiler, say)
-#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (README, "llm.c")
+#   make dev/llmc_convert  converter between llm.c's GPT-2 checkpoints and ours (doc/formats.md, "llm.c")
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
@@ -85,7 +85,8 @@ test-corrupt: test_gpt2
 #   make train_gpt2cu PRECISION=FP32              fp32 build (floatX = float, no TF32) for parity checks
 #   make train_gpt2cu GPU_ARCH=80                 another GPU generation (A100: 80, H100: 90)
 #   make train_gpt2cu_fp32 test_gpt2cu_fp32       the fp32 build under its own names
-#   make check-cuda                               builds all four, runs the tests (they skip without a GPU)
+#   make check-cuda                               builds all four, runs both tests (they skip without a GPU)
+#                                                 and tests/test_train_cu_cli.sh (no GPU needed)
 # No --use_fast_math: its expf/tanhf approximations would loosen the parity with PyTorch.
 NVCC ?= nvcc
 GPU_ARCH ?= 90
@@ -124,10 +125,14 @@ tests/bin/check_siamese_cuh_bf16.o: tests/check_siamese_cuh.cu siamese.cuh .cuda
 tests/bin/check_siamese_cuh_fp32.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -c $< -o $@
 
-check-cuda:
+# every check runs, whatever the one before it says, and each result is named. The command-line
+# test needs no GPU: train_gpt2cu reads flags, data and checkpoint before it looks for one.
+check-cuda: train_gpt2 tests/bin/mkshard
 	@if command -v $(NVCC) > /dev/null 2>&1; then \
-		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) && \
-		./test_gpt2cu && ./test_gpt2cu_fp32; \
+		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) || exit 1; \
+		./test_gpt2cu; bf16=$$?; ./test_gpt2cu_fp32; fp32=$$?; bash tests/test_train_cu_cli.sh; cli=$$?; \
+		echo "check-cuda: test_gpt2cu (bf16) exit $$bf16, test_gpt2cu_fp32 exit $$fp32, tests/test_train_cu_cli.sh exit $$cli"; \
+		[ $$bf16 = 0 ] && [ $$fp32 = 0 ] && [ $$cli = 0 ]; \
 	else echo "check-cuda: skipped: $(NVCC) not found (CUDA trainer not built)"; fi
 
 FORCE:

@@ -45,6 +45,7 @@ program test_gpt2.c includes this file (with TESTING defined) and checks it agai
 #include "common/params.h"
 #include "common/args.h"
 #include "common/rng.h"
+#include "common/matmul_tiled.h"  // matmul_accumulate, the fast matmul (Part 1, "matmul")
 
 // ============================================================================
 // Part 1: the layers
@@ -261,158 +262,76 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 }
 
 // ----------------------------------------------------------------------------
-// matmul: out[BT][OC] = inp[BT][C] . weight[OC][C]^T + bias[OC]   (weight is (out, in) like nn.Linear)
-//
-// The matmuls are ~90% of the work, so they are the one place in this file written for speed. All
-// three products of a linear layer are one operation, C[M][N] += A[M][K] . B[K][N], with A and B
-// read through strides (so transposes cost nothing):
-//     forward   out   += inp . weight^T      A = inp,    B = weight^T
-//     backward  dinp  += dout . weight       A = dout,   B = weight
-//               dW    += dout^T . inp        A = dout^T, B = inp
-// It is computed in register tiles of MR rows x NV vectors of C (a `vecf` is VW floats: one
-// AVX-512 register where the CPU has it, GCC/Clang vector extensions otherwise split it). Per k,
-// a tile broadcasts MR numbers of A and loads NV vectors of B for MR*NV fused multiply-adds into
-// accumulators that never leave the registers.
-//
-// Around the tiles, the GotoBLAS blocking: a thread task owns a block of C (up to 258 x 384) and
-// walks k in blocks of KC. Per k block it copies its KC x 258 block of A into a contiguous,
-// k-major buffer (in L2: every column panel of the block uses it), then per panel of 64 columns
-// the KC x 64 panel of B (in L1: every row tile uses it). The copies are also where the strides
-// are paid, once, instead of inside the tiles.
-//
-// Threads split C, never k, and every element of C sums its k terms in the same order (k blocks in
-// order), so results do not depend on the number of threads.
+// matmul, the linear layer: out (BT, OC) = inp (BT, C) . weight^T + bias, weight (OC, C) is (out, in)
+// like nn.Linear. Its backward is two more products and a column sum:
+//     dinp (BT, C)     += dout (BT, OC) . weight
+//     dweight (OC, C)  += dout^T . inp
+//     dbias (OC)       += the column sums of dout
+// The plain loops below are exactly that. The matmuls are ~90% of the work, so the model calls
+// matmul_forward and matmul_backward (after the loops), which hand the two products to
+// matmul_accumulate, C += A . B with A and B read through strides, register-tiled and
+// cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
+// loops; only its fused multiply-adds round differently, so the two agree to rounding (test_gpt2
+// holds both to a sum in double). The plain loops are not called in training (`inline` keeps
+// the compiler from warning about that).
 
-#if defined(__AVX512F__)
-#define VW 16
-#elif defined(__AVX__)
-#define VW 8
-#else
-#define VW 4
-#endif
-typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
-
-static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); return v; }
-static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
-
-#define MM_MR 6                  // rows of C per tile
-#define MM_NV (VW == 16 ? 4 : 2) // vectors of C per tile row: 24 or 12 accumulators (32 or 16 registers)
-#define MM_NR (MM_NV * VW)       // columns of C per tile, and per panel of B
-#define MM_KC 128                // k block
-#define MM_MB (43 * MM_MR)       // rows of C per thread task (258 >= B*T = 256 of the benchmark)
-#define MM_NB (6 * MM_NR)        // columns of C per thread task
-
-// C[m][n] += sum_{k < K} a[m + k * lda] b[k * ldb + n] for m < RM, n < NV * VW (constants once inlined)
-static inline __attribute__((always_inline)) void mm_tile(float* c, size_t ldc, const float* a, size_t lda,
-                                                          const float* b, size_t ldb, int K, const int RM,
-                                                          const int NV) {
-    vecf acc[MM_MR][MM_NV];
-    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { acc[r][v] = vec_load(c + r * ldc + v * VW); } }
-    for (int k = 0; k < K; k++) {
-        vecf bv[MM_NV];
-        for (int v = 0; v < NV; v++) { bv[v] = vec_load(b + (size_t)k * ldb + v * VW); }
-        for (int r = 0; r < RM; r++) {
-            float s = a[r + (size_t)k * lda];
-            for (int v = 0; v < NV; v++) { acc[r][v] += s * bv[v]; }
-        }
+// dbias += the column sums of dout (both versions below use it)
+static void bias_backward(float* dbias, const float* dout, int BT, int OC) {
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        float db = 0.0f;
+        for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
+        dbias[o] += db;
     }
-    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { vec_store(c + r * ldc + v * VW, acc[r][v]); } }
 }
 
-// a tile of any size up to MM_MR x MM_NV: the switch gives each shape its own unrolled copy
-static void mm_tile_any(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int K, int rm,
-                        int nv) {
-#define MM_CASE_V(RM_)                                                               \
-    switch (nv) {                                                                    \
-        case 1: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 1); break;                   \
-        case 2: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 2); break;                   \
-        case 3: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV < 3 ? MM_NV : 3); break; \
-        default: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV); break;              \
-    }
-    switch (rm) {
-        case 1: MM_CASE_V(1); break;
-        case 2: MM_CASE_V(2); break;
-        case 3: MM_CASE_V(3); break;
-        case 4: MM_CASE_V(4); break;
-        case 5: MM_CASE_V(5); break;
-        default: MM_CASE_V(6); break;
-    }
-#undef MM_CASE_V
-}
-
-// C[M][N] += A[M][K] . B[K][N] with A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n],
-// C row-major
-static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, size_t b_k,
-                              size_t b_n, int M, int N, int K) {
-    int m_blocks = (M + MM_MB - 1) / MM_MB, n_blocks = (N + MM_NB - 1) / MM_NB;
-    int MB = (M + m_blocks - 1) / m_blocks;  // even blocks, each a multiple of the tile height
-    MB = (MB + MM_MR - 1) / MM_MR * MM_MR;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int mb = 0; mb < m_blocks; mb++) {
-        for (int nb = 0; nb < n_blocks; nb++) {
-            int m0 = mb * MB, m_end = m0 + MB < M ? m0 + MB : M;
-            int nb0 = nb * MM_NB, nb_end = nb0 + MM_NB < N ? nb0 + MM_NB : N;
-            float panel_a[MM_KC * MM_MB];  // A[m0 : m_end][k0 : k0+kc], k-major: A[m0+i][k0+k] = panel_a[k * MB + i]
-            float panel_b[MM_KC * MM_NR];  // B[k0 : k0+kc][n0 : n0+nw], row-major with row length nw
-            for (int k0 = 0; k0 < K; k0 += MM_KC) {
-                int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
-                const float* a0 = a + (size_t)m0 * a_m + (size_t)k0 * a_k;
-                for (int k = 0; k < kc; k++) {
-                    for (int i = 0; i < m_end - m0; i++) { panel_a[k * MB + i] = a0[i * a_m + (size_t)k * a_k]; }
-                }
-                for (int n0 = nb0; n0 < nb_end; n0 += MM_NR) {
-                    int n_end = n0 + MM_NR < nb_end ? n0 + MM_NR : nb_end;
-                    int nv = (n_end - n0) / VW, nw = nv * VW;  // whole vectors; the last N % VW columns by hand
-                    const float* b0 = b + (size_t)k0 * b_k + (size_t)n0 * b_n;
-                    if (b_n == 1) {
-                        for (int k = 0; k < kc; k++) { memcpy(panel_b + k * nw, b0 + (size_t)k * b_k, nw * sizeof(float)); }
-                    } else {
-                        for (int j = 0; j < nw; j++) {
-                            for (int k = 0; k < kc; k++) { panel_b[k * nw + j] = b0[(size_t)k * b_k + j * b_n]; }
-                        }
-                    }
-                    for (int m = m0; m < m_end; m += MM_MR) {
-                        int rm = m_end - m < MM_MR ? m_end - m : MM_MR;
-                        const float* am = panel_a + (m - m0);
-                        float* cm = c + (size_t)m * N;
-                        if (nv > 0) { mm_tile_any(cm + n0, N, am, MB, panel_b, nw, kc, rm, nv); }
-                        for (int r = 0; r < rm; r++) {
-                            for (int n = n0 + nw; n < n_end; n++) {
-                                float sum = cm[(size_t)r * N + n];
-                                for (int k = 0; k < kc; k++) { sum += am[r + k * MB] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
-                                cm[(size_t)r * N + n] = sum;
-                            }
-                        }
-                    }
-                }
-            }
+static inline void matmul_forward_plain(float* out, const float* inp, const float* weight, const float* bias, int BT,
+                                        int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {
+        for (int o = 0; o < OC; o++) {
+            float sum = bias ? bias[o] : 0.0f;
+            for (int i = 0; i < C; i++) { sum += inp[(size_t)bt * C + i] * weight[(size_t)o * C + i]; }
+            out[(size_t)bt * OC + o] = sum;
         }
     }
 }
 
+static inline void matmul_backward_plain(float* dinp, float* dweight, float* dbias, const float* dout,
+                                         const float* inp, const float* weight, int BT, int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {  // dinp[bt][i] += sum over o of dout[bt][o] weight[o][i]
+        for (int o = 0; o < OC; o++) {
+            float d = dout[(size_t)bt * OC + o];
+            for (int i = 0; i < C; i++) { dinp[(size_t)bt * C + i] += d * weight[(size_t)o * C + i]; }
+        }
+    }
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {  // dweight[o][i] += sum over bt of dout[bt][o] inp[bt][i]
+        for (int bt = 0; bt < BT; bt++) {
+            float d = dout[(size_t)bt * OC + o];
+            for (int i = 0; i < C; i++) { dweight[(size_t)o * C + i] += d * inp[(size_t)bt * C + i]; }
+        }
+    }
+    if (dbias) { bias_backward(dbias, dout, BT, OC); }
+}
+
+// what the model calls: the same products through the tiled kernel
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
     #pragma omp parallel for
-    for (int m = 0; m < BT; m++) {
-        float* o = out + (size_t)m * OC;
+    for (int bt = 0; bt < BT; bt++) {
+        float* o = out + (size_t)bt * OC;
         if (bias) { memcpy(o, bias, OC * sizeof(float)); } else { memset(o, 0, OC * sizeof(float)); }
     }
-    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // B[k][n] = weight[n][k]
+    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // out += inp . weight^T: B[k][n] = weight[n][k]
 }
 
-// dinp += dout . weight;  dweight += dout^T . inp;  dbias += column sums of dout
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);
-    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);
-    if (dbias) {
-        #pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            float db = 0.0f;
-            for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
-            dbias[o] += db;
-        }
-    }
+    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
+    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
+    if (dbias) { bias_backward(dbias, dout, BT, OC); }
 }
 
 // ----------------------------------------------------------------------------

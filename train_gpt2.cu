@@ -23,9 +23,11 @@ cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parit
 Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
 added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
 (GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
-(DGELU). If the library offers no algorithm for a fused GELU epilogue we fall back to a separate
-GELU kernel (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a deterministic column-sum kernel (not the BGRADB
-epilogue: that one overwrites, and gradient accumulation needs +=). Attention uses batched
+(DGELU). Where the library offers no algorithm for a fused GELU epilogue, where the ones it offers
+fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
+runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
+deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
+accumulation needs +=). Attention uses batched
 cuBLASLt matmuls for q.k^T and att.v with a causal softmax kernel in between.
 
 Determinism. Every kernel here computes each output element in a fixed order: no atomics
@@ -81,8 +83,33 @@ static inline void cuda_check(cudaError_t err, const char* call, const char* fil
     if (err != cudaSuccess) { fatal("CUDA: %s (%s at %s:%d)", cudaGetErrorString(err), call, file, line); }
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
-// after every kernel launch: a bad launch configuration is reported where it happened
-#define cudaCheckLaunch() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+// an environment switch: on when set to anything but "" or "0"
+static int env_switch(const char* name) {
+    const char* v = getenv(name);
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+// Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
+// call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
+// (train_gpt2cu and test_gpt2cu) waits for every kernel and cuBLASLt call right after its launch,
+// so the error names the launch that failed. Slow: for debugging only.
+static int sync_check = -1;  // -1: not read yet
+
+static int sync_check_enabled(void) {
+    if (sync_check < 0) {
+        sync_check = env_switch("TRAIN_GPT2CU_SYNC_CHECK");
+        if (sync_check) { printf("note: TRAIN_GPT2CU_SYNC_CHECK: waiting for the GPU after every launch (slow)\n"); }
+    }
+    return sync_check;
+}
+
+static inline void cuda_check_launch(const char* what, const char* file, int line) {
+    cuda_check(cudaGetLastError(), what, file, line);  // a bad launch configuration, reported here
+    if (sync_check_enabled()) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
+}
+// after every kernel launch
+#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
 
 static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
     if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }
@@ -381,8 +408,9 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
 // matmul_lt is the one call behind all of these (and the batched attention products): it builds
-// the descriptors, asks the heuristic for the best algorithm and runs it. It returns 0 (and runs
-// nothing) only when allow_missing is set and no algorithm exists, e.g. for a fused GELU epilogue.
+// the descriptors, asks the heuristic for its best algorithms (up to LT_MAX_ALGOS, fastest first)
+// and runs the first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
+// set and no algorithm ran, e.g. for a fused GELU epilogue; otherwise that is a fatal error.
 
 static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
@@ -440,6 +468,18 @@ static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int r
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s);
 
+// how many of the heuristic's algorithms a matmul tries before it gives up
+#define LT_MAX_ALGOS 8
+
+// an algorithm the heuristic offered failed at run time: said once per process (it repeats every step)
+static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, const char* outcome) {
+    static int said = 0;
+    if (said) { return; }
+    said = 1;
+    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (batch %d, epilogue %d) failed at run time (%s); %s\n",
+           failed, s->m, s->n, s->k, s->batch, (int)s->epilogue, cublasGetStatusString(st), outcome);
+}
+
 static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasLtMatmulDesc_t desc;
     cublasCheck(cublasLtMatmulDescCreate(&desc, LT_COMPUTE, CUDA_R_32F));
@@ -476,25 +516,47 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, 1, &result, &found);
-    if (st != CUBLAS_STATUS_SUCCESS) { found = 0; }
-    if (found) {
-        cublasCheck(cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
-                                   &result.algo, lt_workspace, LT_WORKSPACE_BYTES, 0));
+    // the heuristic's candidates, fastest first; one that fails at run time (cuBLASLt returns an
+    // error and computes nothing) gives way to the next
+    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
+    int found = 0, ran = 0, tried = 0;
+    cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, LT_MAX_ALGOS,
+                                                              results, &found);
+    if (heuristic != CUBLAS_STATUS_SUCCESS) { found = 0; }
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < found && !ran; i++) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > LT_WORKSPACE_BYTES) { continue; }
+        tried++;
+        last = cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
+                              &results[i].algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        ran = last == CUBLAS_STATUS_SUCCESS;
+        if (!ran) { (void)cudaGetLastError(); }  // a refused launch must not be reported at the next kernel's
     }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
-    if (!found && !allow_missing && matmul_fp32_out_fallback(s)) { return 1; }
-    if (!found && !allow_missing) {
-        fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k,
-              s->batch, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", cublasGetStatusString(st));
+    if (ran) {
+        if (tried > 1) { lt_note_failure(s, tried - 1, last, "another algorithm ran instead"); }
+        cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
+        return 1;
     }
-    return found;
+    if (allow_missing) {  // the caller has another way (the GELU kernels)
+        if (tried > 0) { lt_note_failure(s, tried, last, "the GELU kernels run instead"); }
+        return 0;
+    }
+    if (matmul_fp32_out_fallback(s)) { return 1; }
+    char why[160];
+    if (heuristic != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, sizeof(why), "the heuristic query failed: %s", cublasGetStatusString(heuristic));
+    } else if (tried == 0) {
+        snprintf(why, sizeof(why), "the heuristic offered no usable algorithm");
+    } else {
+        snprintf(why, sizeof(why), "all %d algorithms offered failed, the last with %s", tried, cublasGetStatusString(last));
+    }
+    fatal("cuBLASLt cannot run a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k, s->batch,
+          (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
 }
 
 // The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
@@ -562,12 +624,14 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
 static int gelu_fusion = -1;  // -1: not decided yet
 
 static int gelu_fusion_enabled(void) {
-    if (gelu_fusion < 0) {
-        const char* v = getenv("TRAIN_GPT2CU_NO_GELU_FUSION");
-        gelu_fusion = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
-    }
+    if (gelu_fusion < 0) { gelu_fusion = !env_switch("TRAIN_GPT2CU_NO_GELU_FUSION"); }
     return gelu_fusion;
 }
+
+// cuBLASLt documents that the leading dimension of the GELU pre-activation (the aux matrix, 4C
+// elements) must be a multiple of 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD): true for even C only
+// (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
+static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux % 8 == 0; }
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
 // receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
@@ -581,7 +645,7 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
         fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         fused.aux = gelu_pre;
         fused.ld_aux = OC;
-        if (bias && gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        if (bias && gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         s.D = gelu_pre;
         matmul_lt(&s, 0);
         gelu_forward_kernel<<<ceil_div((long)BT * OC, 256), 256>>>(out, gelu_pre, (size_t)BT * OC);
@@ -604,7 +668,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
         fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
         fused.aux = (void*)gelu_pre;
         fused.ld_aux = C;
-        if (gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        if (gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         matmul_lt(&s, 0);
         gelu_backward_kernel<<<ceil_div((long)BT * C, 256), 256>>>((floatX*)dinp, gelu_pre, (size_t)BT * C);
         cudaCheckLaunch();
@@ -996,7 +1060,7 @@ typedef struct {
     float* grads_memory;           // device fp32
     float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
     float* v_memory;               // device fp32 AdamW second moment, of the same
-    size_t opt_lo, opt_hi;         // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
+    size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
     ParameterTensors params, grads;
     ParameterTensorsX params_x;
     ActivationsX ax;
@@ -1042,41 +1106,55 @@ static void observe_stream_grads(GPT2* m, int boundary) {
     }
 }
 
-// sets the config and allocates the parameters on host and device (not yet initialised)
-static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
+// The model is built in two halves: on the host (the config and the fp32 weights, read from a
+// checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is refused the same way on
+// any machine), then uploaded (the device master weights and their floatX working copy).
+
+// sets the config and allocates the host weights (not yet initialised)
+static void gpt2_init_host(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
     fill_param_sizes(m->param_sizes, cfg);
     m->num_parameters = count_parameters(cfg);
     m->host_params = (float*)malloc_check(m->num_parameters * sizeof(float), "parameters");
-    m->params_memory = (float*)cuda_malloc_check(m->num_parameters * sizeof(float), "master weights");
-    m->params_x_memory = (floatX*)cuda_malloc_check(m->num_parameters * sizeof(floatX), "working weights");
-    point_parameters(&m->params, m->params_memory, m->param_sizes);
-    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
-}
-
-// host_params -> device master weights -> floatX working copy
-static void gpt2_upload_params(GPT2* m) {
-    cudaCheck(cudaMemcpy(m->params_memory, m->host_params, m->num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-    cast_to_x(m->params_x_memory, m->params_memory, m->num_parameters);
-    cudaCheck(cudaDeviceSynchronize());
 }
 
 // our checkpoint, or llm.c's GPT-2 (float32 or bf16) as a pre-mode model (common/params.h)
-static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
+static void gpt2_host_from_checkpoint(GPT2* m, const char* path) {
     CheckpointFile ck;
     checkpoint_open(&ck, path);
-    gpt2_init_params(m, &ck.config);
+    gpt2_init_host(m, &ck.config);
     checkpoint_read_params(&ck, m->host_params);
-    gpt2_upload_params(m);
 }
 
 // fresh initialisation happens on the host with common/params.h, so train_gpt2 and train_gpt2cu
 // start from bit-identical models for the same seed
-static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
-    gpt2_init_params(m, cfg);
+static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
+    gpt2_init_host(m, cfg);
     params_init_fresh(m->host_params, cfg, seed);
-    gpt2_upload_params(m);
+}
+
+// allocates the device weights; host_params -> device master weights -> floatX working copy
+static void gpt2_upload_params(GPT2* m) {
+    size_t n = m->num_parameters;
+    if (m->opt_hi == 0) { m->opt_hi = n; }
+    size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
+    m->params_x_memory = (floatX*)cuda_malloc_check(n * sizeof(floatX), "working weights");
+    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
+    float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
+    cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    cast_to_x(m->params_x_memory, all, n);
+    if (held == n) {
+        m->params_memory = all;
+        point_parameters(&m->params, m->params_memory, m->param_sizes);
+    } else {
+        m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
+        cudaCheck(cudaMemcpy(m->params_memory, all + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaFree(all));
+        memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors
+    }
+    cudaCheck(cudaDeviceSynchronize());
 }
 
 // allocates, once, everything training with micro-batches of (B, T) needs
@@ -1086,15 +1164,7 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
-    if (m->opt_hi == 0) { m->opt_hi = n; }
-    size_t held = m->opt_hi - m->opt_lo;
-    if (held < n) {  // ZeRO-1: keep the master weights of this rank's shard only
-        float* shard = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
-        cudaCheck(cudaMemcpy(shard, m->params_memory + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
-        cudaCheck(cudaFree(m->params_memory));
-        m->params_memory = shard;
-        memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors any more
-    }
+    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params
     m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
     m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
     cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
@@ -1489,8 +1559,18 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 }
 #endif
 
-// cuBLASLt: one handle for the process
+// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace and the
+// fallback buffer (gpt2_allocate and matmul_fp32_out_fallback allocate those)
 static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
+
+static void cuda_teardown(void) {
+    cudaCheck(cudaFree(lt_workspace));  // cudaFree(NULL) does nothing
+    cudaCheck(cudaFree(lt_fallback));
+    lt_workspace = NULL;
+    lt_fallback = NULL;
+    lt_fallback_elems = 0;
+    cublasCheck(cublasLtDestroy(lt_handle));
+}
 
 #ifndef TESTING
 // ============================================================================
@@ -1573,24 +1653,28 @@ static void gpu_sync(void* self) {
 }
 
 int main(int argc, char** argv) {
+    // What needs no GPU comes first: -h, the flags, the output folder, the data, the model on the
+    // host (checkpoint or fresh) and the flags checked against it. So each of those errors reads the
+    // same on a machine without a GPU (tests/test_train_cu_cli.sh). The state file of a resume is
+    // read later, in the loop.
+    TrainRun run;
+    train_run_setup(&run, argc, argv);
+    GPT2 model;
+    if (run.fresh) {
+        gpt2_host_fresh(&model, &run.fresh_config, run.args.seed);
+    } else {
+        gpt2_host_from_checkpoint(&model, run.model_path);
+    }
+    train_run_attach_model(&run, &model.config, model.num_parameters, "");
+
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
     cudaCheck(cudaSetDevice(0));
     cuda_setup();
-
-    TrainRun run;
-    train_run_setup(&run, argc, argv);
-
-    GPT2 model;
-    if (run.fresh) {
-        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
-    } else {
-        gpt2_build_from_checkpoint(&model, run.model_path);
-    }
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
-    train_run_attach_model(&run, &model.config, model.num_parameters, "");
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
+    gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
     printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
@@ -1622,8 +1706,7 @@ int main(int argc, char** argv) {
     free(host_copy.row);
     free(host_copy.m);
     free(host_copy.v);
-    cudaCheck(cudaFree(lt_workspace));
-    cublasCheck(cublasLtDestroy(lt_handle));
+    cuda_teardown();
     return 0;
 }
 #endif // TESTING

@@ -1,5 +1,5 @@
 /*
-common/debug_state.h: the debug-state dumps (README.md, "Debug-state dump"): reading and writing
+common/debug_state.h: the debug-state dumps (doc/formats.md, "Debug-state dump"): reading and writing
 them, and measuring a trainer's numbers against them; shared by test_gpt2.c (CPU) and test_gpt2.cu
 (GPU). The dumps come from `python dev/train_gpt2.py --write_dumps DIR` (PyTorch, in float64) or
 from `./test_gpt2 --write DIR SHAPE` (the CPU trainer, at shapes too large to store).
@@ -9,7 +9,7 @@ holds the forward activations of every sublayer, in forward order, and the gradi
 residual streams at every sublayer boundary, in backward order. Their list is not stored: it
 follows from the norm mode and the shape (dump_forward_list, dump_backward_list below), and
 dev/train_gpt2.py records the same tensors in the same order. Per sublayer k = 2l + s (s = 0
-attention, 1 MLP) of layer l, as SIAMESENORM.md names them:
+attention, 1 MLP) of layer l, as dev/MODEL.md ("Forward pass") names them:
 
     pre      u = LN(x)  [qkv atty | fch fch_gelu]  z = F(u)  x = x + z
     post     [qkv atty | fch fch_gelu]  z = F(x)  x+z  x = LN(x + z)

@@ -4,7 +4,7 @@ checkpoint file, shared by train_gpt2.c, train_gpt2.cu and the tests (dev/train_
 the same format, so checkpoints move freely between the three implementations).
 
 A checkpoint is a 256-int32 header followed by every parameter as float32, in the order of the
-table below (README.md, "File formats"). The layout is the same for all three norm modes; the
+table below (doc/formats.md). The layout is the same for all three norm modes; the
 tensors that only SiameseNorm needs (the LayerNorms of the two streams) have size 0 in pre and
 post mode, so a pre-norm checkpoint is simply shorter. checkpoint_open also reads llm.c's GPT-2
 checkpoints (float32 and bf16) as pre-mode models, and llmc_checkpoint_write exports a pre-mode

@@ -93,6 +93,7 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     dist_init(&r->dist);  // one of several ranks under mpirun (the others print nothing)
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
+    (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
     r->have_output = r->args.output_dir[0] != '\0';
     // the output folder (rank 0 holds its lock): resume from it, or refuse to overwrite an earlier
     // run in it; the data folder: the default dataset (made by rank 0), the tokenizer, arithmetic

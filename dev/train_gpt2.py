@@ -20,7 +20,7 @@ It does three jobs:
 2. Training on llm.c token shards, on CPU or CUDA, fp32 or bf16 autocast, optionally compiled: the
    PyTorch peer in benchmarks. Example:
        python dev/train_gpt2.py -i "data/tinyshakespeare/*train*.bin" -j "data/tinyshakespeare/*val*.bin" -e d6 -N siamese
-3. Reading and writing the project's checkpoint format (see README.md), so checkpoints move between
+3. Reading and writing the project's checkpoint format (see doc/formats.md), so checkpoints move between
    the three implementations: `-e path/to/model.bin` loads one, `-o DIR` writes model_XXXXXXXX.bin.
 """
 
@@ -131,7 +131,7 @@ class Block(nn.Module):
 
     def sublayer(self, s, x, y, record=None):
         """Sublayer s (0 attention, 1 MLP): the streams after it. `record`, when given, collects the
-        activations in the order of the debug-state dump (README.md, "Debug-state dump")."""
+        activations in the order of the debug-state dump (doc/formats.md, "Debug-state dump")."""
         rec = (lambda name, t: record.append((name, t))) if record is not None else (lambda name, t: None)
         f = self.attn if s == 0 else self.mlp
         ln = self.ln1 if s == 0 else self.ln2
@@ -248,7 +248,7 @@ class GPT(nn.Module):
         no_decay = [p for p in self.parameters() if p.dim() < 2]
         return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
-    # -- the checkpoint layout (README.md): 28 tensors, per-layer ones stacked over layers ----------
+    # -- the checkpoint layout (doc/formats.md): 28 tensors, per-layer ones stacked over layers ----------
     def layout(self):
         """[(name, [tensors])]: the checkpoint tensors in order; a list of L tensors means stacked
         per layer, an empty list means a tensor of size 0 (siamese-only tensors in pre/post)."""

@@ -1,6 +1,6 @@
 # tests/robust.mk: the trainer's robustness tests, included by the top-level Makefile.
 #   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
-#   make test-readme      the README's commands, run as written in a fresh copy (tests/test_readme.sh)
+#   make test-readme      the commands of README.md and doc/*.md, run as written in a fresh copy (tests/test_readme.sh)
 #   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
 #                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
 #   make asan             the C tests and the trainer under AddressSanitizer + UBSan, then the

@@ -39,7 +39,7 @@ echo "test_gpt2 on damaged copies of data/test:"
 fresh_copy; run
 expect "undamaged copy passes" 0 "^all checks passed"
 
-# where things are in the siamese dump (README.md, "Debug-state dump"): B 2, T 32, C 32, Vp 256,
+# where things are in the siamese dump (doc/formats.md, "Debug-state dump"): B 2, T 32, C 32, Vp 256,
 # 49312 parameters, 10 steps; offsets in bytes
 D=$WORK/dumps/siamese/debug_state.bin
 size=$(stat -c %s "$D")

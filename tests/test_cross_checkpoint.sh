@@ -44,7 +44,7 @@ import sys
 rng = random.Random(0)
 words = [[rng.randrange(50257) for _ in range(6)] for _ in range(64)]  # 64 "words" of 6 tokens
 tokens = [t for _ in range(4000) for t in words[rng.randrange(64)]]    # a random text of words
-header = [20240520, 1, len(tokens)] + [0] * 253                        # the shard header (README)
+header = [20240520, 1, len(tokens)] + [0] * 253                        # the shard header (doc/formats.md)
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", *header))
     f.write(struct.pack("<%dH" % len(tokens), *tokens))

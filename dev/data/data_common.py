@@ -1,7 +1,7 @@
 """
 dev/data/data_common.py: what every data-preparation script here shares.
 
-The trainers read two kinds of binary files that this module writes (see README.md, "File formats"):
+The trainers read two kinds of binary files that this module writes (see doc/formats.md):
 
   token shard   256 int32 header (magic 20240520, version 1, number of tokens N), then N uint16 ids
   tokenizer     256 int32 header (magic 20240328, version 2, vocab size V, end-of-text id), then for
