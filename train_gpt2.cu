@@ -1,5 +1,5 @@
 /*
-train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
+train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision (with siamese.cuh).
 
 What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
@@ -38,8 +38,9 @@ atomics modes explicitly; the heuristic's choice could in principle differ betwe
 versions or GPUs).
 
 How to read this file: Part 1 holds the kernels in forward order, each with its backward next to
-it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 the training
-loop. Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 hands it to the
+training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through
+one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
