@@ -146,6 +146,7 @@ data/arithmetic: dev/data/arithmetic
 
 -include tests/tests.mk
 -include tests/robust.mk
+-include tests/cudacpu/cudacpu.mk
 
 # the default dataset and the accuracy scorer (common/arithmetic.h)
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
@@ -193,7 +194,7 @@ test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic
 	bash tests/test_dist.sh
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \
