@@ -131,6 +131,7 @@ data/arithmetic: dev/data/arithmetic
 
 -include tests/tests.mk
 -include tests/robust.mk
+-include tests/cudacpu/cudacpu.mk
 
 # the default dataset and the accuracy scorer (common/arithmetic.h)
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
@@ -170,7 +171,7 @@ test-plot:
 	else echo "test-plot: skipped: python3 not found"; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay check-cuda
+	test-plot test-fuzz-replay check-cuda test-cudacpu
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
