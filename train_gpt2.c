@@ -657,8 +657,9 @@ typedef struct {
     float* params_memory;
     ParameterTensors grads;
     float* grads_memory;
-    float* m_memory;  // AdamW first moment
-    float* v_memory;  // AdamW second moment
+    float* m_memory;  // AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;  // AdamW second moment, of the same
+    size_t opt_lo, opt_hi;  // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
     float* acts_memory;
     size_t num_activations;
@@ -713,8 +714,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->seq_len = T;
     m->grads_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "gradients");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    m->m_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW m");
-    m->v_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW v");
+    if (m->opt_hi == 0) { m->opt_hi = m->num_parameters; }
+    m->m_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW m");
+    m->v_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW v");
     m->num_activations = point_activations(&m->acts, NULL, cfg, B, T);
     m->acts_memory = (float*)malloc_check(m->num_activations * sizeof(float), "activations");
     point_activations(&m->acts, m->acts_memory, cfg, B, T);
@@ -991,14 +993,14 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the global L2 norm of all gradients, summed in double over fixed chunks (deterministic)
-static float gpt2_grad_norm(GPT2* m) {
+// the sum of squares of gradients [lo, hi), in double over fixed chunks (deterministic)
+static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     enum { CHUNKS = 64 };
     double partial[CHUNKS];
-    size_t n = m->num_parameters;
+    size_t n = hi - lo;
     #pragma omp parallel for
     for (int k = 0; k < CHUNKS; k++) {
-        size_t i0 = n * k / CHUNKS, i1 = n * (k + 1) / CHUNKS;
+        size_t i0 = lo + n * k / CHUNKS, i1 = lo + n * (k + 1) / CHUNKS;
         // 8 running sums (one vector of doubles) instead of one, so the loop is not one long chain of
         // dependent additions; they are added in a fixed order at the end
         const float* g = m->grads_memory;
@@ -1014,13 +1016,17 @@ static float gpt2_grad_norm(GPT2* m) {
     }
     double total = 0.0;
     for (int k = 0; k < CHUNKS; k++) { total += partial[k]; }
-    return (float)sqrt(total);
+    return total;
 }
 
-// AdamW step `t` (1-based) with decoupled weight decay and bias correction; the gradients are
-// multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
+// the global L2 norm of all gradients (the tests call it and gpt2_update; the trainer works on shards)
+static inline float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+
+// AdamW step `t` (1-based) with decoupled weight decay and bias correction, of parameters [lo, hi)
+// (within [opt_lo, opt_hi), whose moments the model holds); the gradients are multiplied by
+// grad_scale first (clipping). Decay applies to matrices and embeddings only.
+static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t, size_t lo, size_t hi) {
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
     // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
@@ -1030,12 +1036,17 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
     {
         size_t offset = 0;
         for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-            size_t n = m->param_sizes[i];
+            // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
+            size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
+            end = end < hi ? end : hi;
+            offset += m->param_sizes[i];
+            if (start >= end) { continue; }
+            size_t n = end - start;
             float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-            float* param = m->params_memory + offset;
-            float* grad = m->grads_memory + offset;
-            float* mm = m->m_memory + offset;
-            float* vv = m->v_memory + offset;
+            float* param = m->params_memory + start;
+            float* grad = m->grads_memory + start;
+            float* mm = m->m_memory + (start - m->opt_lo);
+            float* vv = m->v_memory + (start - m->opt_lo);
             #pragma omp for nowait
             for (size_t j = 0; j < n; j++) {
                 float gj = grad[j] * grad_scale;
@@ -1045,9 +1056,14 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
                 float vhat = vv[j] * inv_bc2;
                 param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
             }
-            offset += n;
         }
     }
+}
+
+// AdamW step `t` of all parameters
+static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
 }
 
 #ifndef TESTING
@@ -1064,17 +1080,22 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
 //      ops.forward         gpt2_forward: the activations and the mean loss;
 //      ops.backward        gpt2_backward with loss_scale 1/grad_accum: the gradients ACCUMULATE,
 //                          so after the last micro-batch they are the mean over all of them.
-//   3. ops.grad_norm       gpt2_grad_norm: the global L2 norm of all gradients.
+//   3. ops.grad_sumsq      gpt2_grad_sumsq: the sum of the squares of all gradients; its square
+//                          root is the global L2 norm.
 //   4. the learning rate   learning_rate_at (common/args.h): -l times (step+1)/-u during the -u
 //                          warmup steps, then a cosine from -l down to -q times -l at step -x.
 //   5. the clip            grad_clip_scale (common/args.h): min(1, 1.0 / (norm + 1e-6)), i.e. the
 //                          global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
 //                          AdamW as grad_scale, the gradients in memory are left as they are.
-//   6. ops.update          gpt2_update (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
-//                          eps 1e-8 (the constants at its call in train_run_loop) and weight decay
+//   6. ops.update          gpt2_update_range (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
+//                          eps 1e-8 (the constants at its call in train_update) and weight decay
 //                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
 //                          and the four matrices of each layer, not the biases or LayerNorms.
 //   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
+// With several processes (mpirun -np N, common/dist.h) each runs grad_accum / N micro-batches of
+// its own slice of the batch in 2, the gradients are summed over the processes before 3, and with
+// ZeRO-1 each process runs 6 on its shard of the parameters, whose AdamW moments alone it holds,
+// then the processes exchange their updated shards (doc/distributed.md).
 #include "common/train_loop.h"
 
 static float cpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
@@ -1084,10 +1105,10 @@ static float cpu_forward(void* self, const int* inputs, const int* targets, int 
 }
 static void cpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
 static void cpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static float cpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static double cpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void cpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t) {
-    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+                       int t, size_t lo, size_t hi) {
+    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
 }
 static const float* cpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
@@ -1099,9 +1120,15 @@ static void cpu_moments(void* self, const float** mm, const float** vv) {
     *mm = m->m_memory;
     *vv = m->v_memory;
 }
-static void cpu_read_state(void* self, const char* state_path, TrainState* st) {
+static void cpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
-    state_read(state_path, st, m->m_memory, m->v_memory, m->num_parameters);
+    memcpy(m->m_memory, mm, (m->opt_hi - m->opt_lo) * sizeof(float));
+    memcpy(m->v_memory, vv, (m->opt_hi - m->opt_lo) * sizeof(float));
+}
+static float* cpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
+static void* cpu_working_weights(void* self, size_t* elem_bytes) {
+    *elem_bytes = sizeof(float);
+    return ((GPT2*)self)->params_memory;
 }
 static void cpu_poison_gradient(void* self) { ((GPT2*)self)->grads_memory[0] = NAN; }
 
@@ -1123,20 +1150,27 @@ int main(int argc, char** argv) {
     char batch_note[64];
     snprintf(batch_note, sizeof(batch_note), " | %d threads (wait: %s)", threads, openmp_wait_policy_name());
     train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
+    model.opt_lo = run.opt_lo;  // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
-    printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
-           4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
+    size_t held = model.opt_hi - model.opt_lo;
+    printf("memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations\n",
+           (2.0 * model.num_parameters + 2.0 * held) * sizeof(float) / 1048576.0,
+           held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
+           model.num_activations * sizeof(float) / 1048576.0);
 
     TrainerOps ops = {
         .forward = cpu_forward,
         .backward = cpu_backward,
         .zero_grad = cpu_zero_grad,
-        .grad_norm = cpu_grad_norm,
-        .update = cpu_update,
+        .grad_sumsq = cpu_grad_sumsq,            // clipping: the squares of the gradients, of a shard
+        .update = cpu_update,                    // AdamW, of a shard (all parameters on one process)
         .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
         .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
         .moments = cpu_moments,
-        .read_state = cpu_read_state,            // resuming: the moments back into the optimizer
+        .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer
+        .grads = cpu_grads,                      // several ranks: the gradients they sum
+        .working_weights = cpu_working_weights,  // and the weights they gather after a sharded update
         .poison_gradient = cpu_poison_gradient,  // the tests of the non-finite guard
         .sync = NULL,                            // nothing is queued on the CPU
         .peak_flops = 0.0,                       // no MFU column

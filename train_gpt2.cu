@@ -1056,11 +1056,12 @@ typedef struct {
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters;
     float* host_params;            // host fp32: checkpoint load and save
-    float* params_memory;          // device fp32 master weights
-    floatX* params_x_memory;       // device floatX working copy
+    float* params_memory;          // device fp32 master weights, of parameters [opt_lo, opt_hi)
+    floatX* params_x_memory;       // device floatX working copy, all parameters
     float* grads_memory;           // device fp32
-    float* m_memory;               // device fp32 AdamW first moment
-    float* v_memory;               // device fp32 AdamW second moment
+    float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;               // device fp32 AdamW second moment, of the same
+    size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
     ParameterTensors params, grads;
     ParameterTensorsX params_x;
     ActivationsX ax;
@@ -1136,12 +1137,24 @@ static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
 
 // allocates the device weights; host_params -> device master weights -> floatX working copy
 static void gpt2_upload_params(GPT2* m) {
-    m->params_memory = (float*)cuda_malloc_check(m->num_parameters * sizeof(float), "master weights");
-    m->params_x_memory = (floatX*)cuda_malloc_check(m->num_parameters * sizeof(floatX), "working weights");
-    point_parameters(&m->params, m->params_memory, m->param_sizes);
+    size_t n = m->num_parameters;
+    if (m->opt_hi == 0) { m->opt_hi = n; }
+    size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
+    m->params_x_memory = (floatX*)cuda_malloc_check(n * sizeof(floatX), "working weights");
     point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
-    cudaCheck(cudaMemcpy(m->params_memory, m->host_params, m->num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-    cast_to_x(m->params_x_memory, m->params_memory, m->num_parameters);
+    float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
+    cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    cast_to_x(m->params_x_memory, all, n);
+    if (held == n) {
+        m->params_memory = all;
+        point_parameters(&m->params, m->params_memory, m->param_sizes);
+    } else {
+        m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
+        cudaCheck(cudaMemcpy(m->params_memory, all + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaFree(all));
+        memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors
+    }
     cudaCheck(cudaDeviceSynchronize());
 }
 
@@ -1152,11 +1165,12 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
-    m->m_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW m");
-    m->v_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW v");
+    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params
+    m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
+    m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
     cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->m_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->v_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
+    cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
     fill_activation_sizes(ax, af, cfg, B, T);
@@ -1503,35 +1517,48 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the global L2 norm of all gradients (fixed grid, host sums the partials in order: deterministic)
-static float gpt2_grad_norm(GPT2* m) {
-    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory, m->num_parameters);
+// the sum of squares of gradients [lo, hi) (fixed grid, host sums the partials in order: deterministic)
+static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
+    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
     cudaCheckLaunch();
     cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, NORM_BLOCKS * sizeof(float), cudaMemcpyDeviceToHost));
     double total = 0.0;
     for (int i = 0; i < NORM_BLOCKS; i++) { total += m->host_norm_partials[i]; }
-    return (float)sqrt(total);
+    return total;
 }
 
-// AdamW step `t` (1-based), as gpt2_update in train_gpt2.c; refreshes the floatX working copy
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
+
+// AdamW step `t` (1-based) of parameters [lo, hi) (within [opt_lo, opt_hi), whose master weights
+// and moments the model holds), as gpt2_update_range in train_gpt2.c; refreshes their floatX copy
+static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t, size_t lo, size_t hi) {
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        if (n > 0) {
-            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-            adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + offset, m->params_x_memory + offset,
-                                                          m->grads_memory + offset, m->m_memory + offset,
-                                                          m->v_memory + offset, n, lr, beta1, beta2, bc1, bc2, eps, wd,
-                                                          grad_scale);
-            cudaCheckLaunch();
-        }
-        offset += n;
+        // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
+        size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
+        end = end < hi ? end : hi;
+        offset += m->param_sizes[i];
+        if (start >= end) { continue; }
+        size_t n = end - start, held = start - m->opt_lo;
+        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+        adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
+                                                      m->grads_memory + start, m->m_memory + held, m->v_memory + held,
+                                                      n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
+        cudaCheckLaunch();
     }
 }
+
+#ifdef TESTING
+// the global L2 norm of all gradients and an AdamW step of all parameters, for test_gpt2.cu (the
+// trainer works on shards)
+static float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
+}
+#endif
 
 // cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace and the
 // fallback buffer (gpt2_allocate and matmul_fp32_out_fallback allocate those)
@@ -1570,10 +1597,10 @@ static float gpu_forward(void* self, const int* inputs, const int* targets, int 
 }
 static void gpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
 static void gpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static float gpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static double gpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void gpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t) {
-    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+                       int t, size_t lo, size_t hi) {
+    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
 }
 static const float* gpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
@@ -1586,34 +1613,36 @@ static const float* gpu_logits_row(void* self, size_t row) {
     for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
     return host_copy.row;
 }
-// the fp32 master weights
+// the fp32 master weights this rank holds, at their place among all parameters
 static const float* gpu_weights(void* self) {
     GPT2* m = (GPT2*)self;
-    cudaCheck(cudaMemcpy(m->host_params, m->params_memory, m->num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(m->host_params + m->opt_lo, m->params_memory, (m->opt_hi - m->opt_lo) * sizeof(float),
+                         cudaMemcpyDeviceToHost));
     return m->host_params;
-}
-static void gpu_alloc_host_moments(const GPT2* m) {
-    if (!host_copy.m) {
-        host_copy.m = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW m (host)");
-        host_copy.v = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW v (host)");
-    }
 }
 static void gpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
-    gpu_alloc_host_moments(m);
-    size_t bytes = m->num_parameters * sizeof(float);
-    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, bytes, cudaMemcpyDeviceToHost));
+    size_t held = m->opt_hi - m->opt_lo;
+    if (!host_copy.m) {
+        host_copy.m = (float*)malloc_check(held * sizeof(float), "AdamW m (host)");
+        host_copy.v = (float*)malloc_check(held * sizeof(float), "AdamW v (host)");
+    }
+    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
     *mm = host_copy.m;
     *vv = host_copy.v;
 }
-static void gpu_read_state(void* self, const char* state_path, TrainState* st) {
+static void gpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
-    gpu_alloc_host_moments(m);
-    size_t bytes = m->num_parameters * sizeof(float);
-    state_read(state_path, st, host_copy.m, host_copy.v, m->num_parameters);
-    cudaCheck(cudaMemcpy(m->m_memory, host_copy.m, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(m->v_memory, host_copy.v, bytes, cudaMemcpyHostToDevice));
+    size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
+    cudaCheck(cudaMemcpy(m->m_memory, mm, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, vv, bytes, cudaMemcpyHostToDevice));
+}
+static float* gpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
+// the floatX working copy: after a sharded update the ranks gather it (the fp32 master stays sharded)
+static void* gpu_working_weights(void* self, size_t* elem_bytes) {
+    *elem_bytes = sizeof(floatX);
+    return ((GPT2*)self)->params_x_memory;
 }
 static void gpu_poison_gradient(void* self) {
     float bad = NAN;
@@ -1644,22 +1673,28 @@ int main(int argc, char** argv) {
     cudaCheck(cudaSetDevice(0));
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
+    model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
     gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
-    printf("GPU memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations, %.1f MiB scratch\n",
-           model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
+    size_t held = model.opt_hi - model.opt_lo;
+    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
+           (model.num_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
+           held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 
     TrainerOps ops = {
         .forward = gpu_forward,
         .backward = gpu_backward,
         .zero_grad = gpu_zero_grad,
-        .grad_norm = gpu_grad_norm,
+        .grad_sumsq = gpu_grad_sumsq,
         .update = gpu_update,
         .logits_row = gpu_logits_row,
         .weights = gpu_weights,
         .moments = gpu_moments,
-        .read_state = gpu_read_state,
+        .load_moments = gpu_load_moments,
+        .grads = gpu_grads,
+        .working_weights = gpu_working_weights,
         .poison_gradient = gpu_poison_gradient,
         .sync = gpu_sync,
         .peak_flops = PEAK_FLOPS,

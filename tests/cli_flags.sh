@@ -17,7 +17,7 @@ for f in "-b two" "-t 8x" "-x ''" "-l nan" "-l inf" "-q 0.5.1" "-b 9999999999999
     [ "$2" = "''" ] && set -- "$1" ""
     expect_error "flag: $f" "expects" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
 done
-expect_error "flag: unknown flag" "unknown flag -z" "$TRAIN" -e "$MODEL" "${T[@]}" -z 1
+expect_error "flag: unknown flag" "unknown flag -Z" "$TRAIN" -e "$MODEL" "${T[@]}" -Z 1
 expect_error "flag: unknown long flag" "unknown flag -bb" "$TRAIN" -e "$MODEL" "${T[@]}" -bb 1
 expect_error "flag: stray argument" "unexpected argument 'extra'" "$TRAIN" -e "$MODEL" "${T[@]}" extra 1
 expect_error "flag: missing value" "flag -x needs a value" "$TRAIN" -e "$MODEL" "${T[@]}" -x
