@@ -84,7 +84,7 @@ ifeq ($(PRECISION),FP32)
 else ifneq ($(PRECISION),BF16)
   $(error PRECISION must be BF16 or FP32, not $(PRECISION))
 endif
-CUDA_SOURCES = train_gpt2.cu siamese.cuh $(COMMON_HEADERS)
+CUDA_SOURCES = train_gpt2.cu siamese.cuh attention.cuh $(COMMON_HEADERS)
 
 # rebuild the CUDA binaries when PRECISION or GPU_ARCH change
 .cuda_flags: FORCE
