@@ -337,7 +337,7 @@ template <typename... P, typename... A>
 static void flash_launch(void (*kernel)(P...), int kind, int T, int BNH, int HS, int tile, A... args) {
     FlashSmem s;
     size_t smem = flash_smem_carve(&s, NULL, kind, tile, HS);
-    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaCheck(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(ceil_div(T, tile), BNH);
     kernel<<<grid, tile / FA_WARP_ROWS * 32, smem>>>(args...);
     cudaCheckLaunch();

@@ -404,7 +404,7 @@ template <typename Td>
 static void column_grads(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
     dim3 block(COLUMN_TILE, COLUMN_TILE);
     if (!new_kernel_on(KERNEL_COLSUM)) {
-        column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), block>>>(jobs, N, C, NULL, 1);
+        column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), block>>>(jobs, N, C, (float*)NULL, 1);
         cudaCheckLaunch();
         return;
     }
