@@ -38,12 +38,27 @@ CFLAGS += $(WERROR_CFLAGS)
 
 COMMON_HEADERS = $(wildcard common/*.h)
 
-.PHONY: all test test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+# MPI when Open MPI is installed (mpicc found): `mpirun -np N ./train_gpt2` then trains on N
+# processes (common/dist.h); without it, or with MPI=0, the trainer is built for one process.
+# dev/install_mpi.sh installs it from Debian's packages (openmpi-bin, libopenmpi-dev).
+MPI ?= $(shell command -v mpicc > /dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+  MPI_CFLAGS := -DUSE_MPI $(shell mpicc --showme:compile)
+  MPI_LDLIBS := $(shell mpicc --showme:link)
+else ifneq ($(MPI),0)
+  $(error MPI must be 0 or 1, not $(MPI))
+endif
+
+.PHONY: all test test-dist test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
-train_gpt2: train_gpt2.c $(COMMON_HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# rebuild the trainer when MPI comes or goes
+.mpi_flags: FORCE
+	@echo '$(MPI_CFLAGS) $(MPI_LDLIBS)' | cmp -s - $@ || echo '$(MPI_CFLAGS) $(MPI_LDLIBS)' > $@
+
+train_gpt2: train_gpt2.c $(COMMON_HEADERS) .mpi_flags
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS) $(MPI_LDLIBS)
 
 # the tests include train_gpt2.c; helpers it does not call are expected
 test_gpt2: test_gpt2.c train_gpt2.c $(COMMON_HEADERS)
@@ -70,7 +85,8 @@ test-corrupt: test_gpt2
 #   make train_gpt2cu PRECISION=FP32              fp32 build (floatX = float, no TF32) for parity checks
 #   make train_gpt2cu GPU_ARCH=80                 another GPU generation (A100: 80, H100: 90)
 #   make train_gpt2cu_fp32 test_gpt2cu_fp32       the fp32 build under its own names
-#   make check-cuda                               builds all four, runs the tests (they skip without a GPU)
+#   make check-cuda                               builds all four, runs both tests (they skip without a GPU)
+#                                                 and tests/test_train_cu_cli.sh (no GPU needed)
 # No --use_fast_math: its expf/tanhf approximations would loosen the parity with PyTorch.
 NVCC ?= nvcc
 GPU_ARCH ?= 90
@@ -109,10 +125,14 @@ tests/bin/check_siamese_cuh_bf16.o: tests/check_siamese_cuh.cu siamese.cuh .cuda
 tests/bin/check_siamese_cuh_fp32.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -c $< -o $@
 
-check-cuda:
+# every check runs, whatever the one before it says, and each result is named. The command-line
+# test needs no GPU: train_gpt2cu reads flags, data and checkpoint before it looks for one.
+check-cuda: train_gpt2 tests/bin/mkshard
 	@if command -v $(NVCC) > /dev/null 2>&1; then \
-		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) && \
-		./test_gpt2cu && ./test_gpt2cu_fp32; \
+		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) || exit 1; \
+		./test_gpt2cu; bf16=$$?; ./test_gpt2cu_fp32; fp32=$$?; bash tests/test_train_cu_cli.sh; cli=$$?; \
+		echo "check-cuda: test_gpt2cu (bf16) exit $$bf16, test_gpt2cu_fp32 exit $$fp32, tests/test_train_cu_cli.sh exit $$cli"; \
+		[ $$bf16 = 0 ] && [ $$fp32 = 0 ] && [ $$cli = 0 ]; \
 	else echo "check-cuda: skipped: $(NVCC) not found (CUDA trainer not built)"; fi
 
 FORCE:
@@ -126,6 +146,7 @@ data/arithmetic: dev/data/arithmetic
 
 -include tests/tests.mk
 -include tests/robust.mk
+-include tests/cudacpu/cudacpu.mk
 
 # the default dataset and the accuracy scorer (common/arithmetic.h)
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
@@ -164,10 +185,18 @@ test-plot:
 	@if command -v python3 > /dev/null 2>&1; then python3 dev/test_plot.py; \
 	else echo "test-plot: skipped: python3 not found"; fi
 
+# several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on
+# and off, errors, a killed rank (skipped without Open MPI: bash dev/install_mpi.sh installs it)
+tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic
+	bash tests/test_dist.sh
+
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay check-cuda
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags dev/data/arithmetic \
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \
 		dev/llmc_convert dev/experiments/mechanism
 	rm -rf tests/bin

@@ -129,7 +129,7 @@ __device__ inline void fa_warp_scores(float* S, int lds, const floatX* A, const 
         wmma::store_matrix_sync(S + j0, acc, lds, wmma::mem_row_major);
     }
 #endif
-    __syncwarp();
+    __syncwarp(0xffffffffu);
 }
 
 // O (16 x HS, fp32) += P (16 x n) . V (n x HS): one warp, every operand in shared memory
@@ -157,7 +157,7 @@ __device__ inline void fa_warp_accumulate(float* O, int ldo, const floatX* P, in
         wmma::store_matrix_sync(O + c0, acc, ldo, wmma::mem_row_major);
     }
 #endif
-    __syncwarp();
+    __syncwarp(0xffffffffu);
 }
 
 // rows [t0, t0 + tile) of head h at channel offset `part` (0 q, C k, 2C v) of (B, T, row_len) rows
@@ -219,7 +219,7 @@ __global__ void flash_forward_kernel(floatX* out, float* lse, const floatX* qkv,
             if (lane == r) { m_run = m_new; l_run = l_new; }
             for (int c = lane; c < HS; c += 32) { O[r * sm.ld_a + c] *= corr; }
         }
-        __syncwarp();
+        __syncwarp(0xffffffffu);
         fa_warp_accumulate(O, sm.ld_a, P, sm.ld_p, sm.other[1], sm.ld_x, tile, HS);
     }
     for (int r = 0; r < FA_WARP_ROWS; r++) {
@@ -297,7 +297,7 @@ __global__ void flash_backward_kernel(floatX* dqkv, const float* lse, const floa
             dS[r * sm.ld_p + j] = (floatX)ds;
             if (KEYS_OWN) { P[r * sm.ld_p + j] = (floatX)p; }
         }
-        __syncwarp();
+        __syncwarp(0xffffffffu);
         // dQ += dS K (other[0] = k) or dK += dS^T Q (other[0] = q); dV += P^T dO (other[1] = dO)
         fa_warp_accumulate(sm.acc[0] + r0 * sm.ld_a, sm.ld_a, dS, sm.ld_p, sm.other[0], sm.ld_x, tile, HS);
         if (KEYS_OWN) {

@@ -28,8 +28,10 @@ on a GPU. Adjust them (to about 10x the largest error seen) once it has run.
     errors against the float64 references are about 1e-6):
         activations 2e-5, loss 1e-5, stream and parameter gradients 1e-4, step losses 1e-5
 
-Without a usable CUDA device it prints "test_gpt2cu: skipped: ..." and exits 0 (that is what CI
-without a GPU sees). Usage: ./test_gpt2cu [dump folder]  (default data/test).
+Without a usable CUDA device it prints "./test_gpt2cu (bf16): skipped: ..." and exits 0 (that is
+what CI without a GPU sees). TRAIN_GPT2CU_SYNC_CHECK=1 waits for the GPU after every launch, so a
+kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gpt2cu [dump folder]
+(default data/test).
 */
 #define TESTING
 #include "train_gpt2.cu"
@@ -116,7 +118,8 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
     snprintf(model_path, sizeof(model_path), "%s/%s/model.bin", dir, folder);
     snprintf(state_path, sizeof(state_path), "%s/%s/debug_state.bin", dir, folder);
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, model_path);
+    gpt2_host_from_checkpoint(&model, model_path);
+    gpt2_upload_params(&model);
     const GPT2Config* cfg = &model.config;
     if (cfg->norm_mode != mode) {
         fatal("%s holds a %s model, expected %s", model_path, NORM_MODE_NAMES[cfg->norm_mode], NORM_MODE_NAMES[mode]);
@@ -182,7 +185,7 @@ int main(int argc, char** argv) {
     if (argc > 2) { fatal("usage: %s [dump folder]", argv[0]); }
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) {
-        printf("test_gpt2cu: skipped: %s\n", device);
+        printf("%s (%s): skipped: %s\n", argv[0], PRECISION_NAME, device);
         return 0;
     }
     cudaCheck(cudaSetDevice(0));
@@ -216,6 +219,7 @@ int main(int argc, char** argv) {
             }
         }
     }
+    cuda_teardown();
     printf(failures == 0 ? "all checks passed\n" : "%d checks FAILED\n", failures);
     return failures == 0 ? 0 : 1;
 }

@@ -1,5 +1,8 @@
 /*
-train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP, in one file.
+train_gpt2.c: SiameseNorm GPT-2 on the CPU, in fp32 with OpenMP. The model, its forward and
+backward passes and AdamW are all in this file; what it shares with train_gpt2.cu (the parameter
+table and checkpoint format, the command line, the training loop) and the fast matmul are headers
+in common/.
 
 What this trains. A GPT-2 whose residual stream is wired in one of three ways (dev/MODEL.md
 describes the model, its equations and its backward paths in full):
@@ -22,15 +25,18 @@ adds only LayerNorms and element-wise adds, which cost little next to the matmul
 How to read this file. Part 1 holds the layers, each with its forward and backward next to each
 other, in the order the forward pass uses them: embedding, LayerNorm, the two-stream (siamese)
 kernels, matmul, attention, GELU, the classifier. Part 2 wires them into the model: parameters,
-activations, forward, backward, AdamW. Part 3 is the training loop. Backward functions ACCUMULATE
-(+=) into parameter gradients, which are zeroed once per optimizer step, so gradient accumulation
-over micro-batches is free. Everything is allocated once, up front, from the configuration.
+activations, forward, backward, AdamW. Part 3 hands the model to the training loop shared with
+train_gpt2.cu (common/train_loop.h) and walks through one training step, from the micro-batches
+to AdamW, naming where each piece (schedule, clip, betas, weight decay) lives. Backward functions
+ACCUMULATE (+=) into parameter gradients, which are zeroed once per optimizer step, so gradient
+accumulation over micro-batches is free. Everything is allocated once, up front, from the
+configuration.
 
 Determinism: every parallel loop partitions its work statically and every reduction is summed in
 a fixed order that does not depend on the number of threads, so a run is bit-for-bit repeatable.
 
-The checkpoint format and the command line are shared with train_gpt2.cu (common/). The test
-program test_gpt2.c includes this file (with TESTING defined) and checks it against PyTorch.
+The test program test_gpt2.c includes this file (with TESTING defined) and checks it against
+PyTorch.
 */
 #include <math.h>
 #include <stdint.h>
@@ -45,6 +51,7 @@ program test_gpt2.c includes this file (with TESTING defined) and checks it agai
 #include "common/params.h"
 #include "common/args.h"
 #include "common/rng.h"
+#include "common/matmul_tiled.h"  // matmul_accumulate, the fast matmul (Part 1, "matmul")
 
 // ============================================================================
 // Part 1: the layers
@@ -178,8 +185,8 @@ static void layernorm_backward(float* dinp, float* dw, float* db, const float* d
 // The two-stream (siamese) kernels.
 //
 // siamese_input: the input side of a siamese sublayer, one pass over each row of x and y:
-//     a = LN(x; lnx)    s = a + LN(y; lny)    u = LN(s; ln)
-// It saves a (the base of the X update), s (the input of the last LN) and the three (mean, rstd)
+//     a = LN(x; lnx)    r = a + LN(y; lny)    u = LN(r; ln)
+// It saves a (the base of the X update), r (the input of the last LN) and the three (mean, rstd)
 // pairs. The final merge h = LN(LN(x; lnfx) + LN(y; lnfy); lnf) is the same computation without
 // keeping a (a_out = NULL).
 
@@ -193,48 +200,57 @@ typedef struct {
     float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;  // (N) each
 } SiameseStats;
 
-static void siamese_input_forward(float* a_out, float* s_out, float* u_out, SiameseStats st, const float* x,
+static void siamese_input_forward(float* a_out, float* r_out, float* u_out, SiameseStats st, const float* x,
                                   const float* y, SiameseNorms p, int N, int C) {
     #pragma omp parallel for
-    for (int r = 0; r < N; r++) {
-        size_t o = (size_t)r * C;
+    for (int row = 0; row < N; row++) {
+        size_t o = (size_t)row * C;
         float* u = u_out + o;
-        float* s = s_out + o;
+        float* r = r_out + o;
         float* a = a_out ? a_out + o : u;  // without a_out, u's row holds a until u is written
-        layernorm_row(a, st.x_mean + r, st.x_rstd + r, x + o, p.xw, p.xb, C);
-        layernorm_row(s, st.y_mean + r, st.y_rstd + r, y + o, p.yw, p.yb, C);
-        for (int i = 0; i < C; i++) { s[i] += a[i]; }
-        layernorm_row(u, st.mean + r, st.rstd + r, s, p.w, p.b, C);
+        layernorm_row(a, st.x_mean + row, st.x_rstd + row, x + o, p.xw, p.xb, C);  // a = LN(x)
+        layernorm_row(r, st.y_mean + row, st.y_rstd + row, y + o, p.yw, p.yb, C);  // r = LN(y) ...
+        for (int i = 0; i < C; i++) { r[i] += a[i]; }                                // ... + a
+        layernorm_row(u, st.mean + row, st.rstd + row, r, p.w, p.b, C);            // u = LN(r)
     }
 }
 
-// Backward of siamese_input, one pass per row. On entry dx holds the gradient that reaches a
-// directly (dL/dx_next, since x_next = a + z/c; 0 at the final merge) and dy holds dL/dy_next
-// (y_next = y + z passes it unchanged: the identity path). du is dL/du. On exit:
-//     ds = LN_back(du)      da = ds + dx      dy += LN_back(ds; y)      dx = LN_back(da; x)
-// du's row is reused to hold da; ds_buf is scratch (N, C). `partials` holds LN_CHUNKS * 6C floats.
-static void siamese_input_backward(float* dx, float* dy, float* du, float* ds_buf, SiameseNorms grads,
+// Backward of siamese_input for one row (all pointers at that row; mean and rstd in st[row]). On
+// entry dx holds the gradient that reaches a directly (dL/dx_next, since x_next = a + z/c; 0 at
+// the final merge), dy holds dL/dy_next (y_next = y + z passes it unchanged: the identity path)
+// and du is dL/du. On exit dx = dL/dx and dy = dL/dy; dr and da receive dL/dr and dL/da, and the
+// six LayerNorm parameter gradients accumulate into g:
+//     dr = LN_back(du; r, ln)    da = dr + dx    dy += LN_back(dr; y, lny)    dx = LN_back(da; x, lnx)
+static void siamese_input_backward_row(float* dx, float* dy, float* dr, float* da, const float* du, SiameseNorms g,
+                                       SiameseNorms p, SiameseStats st, int row, const float* x, const float* y,
+                                       const float* r, int C) {
+    memset(dr, 0, C * sizeof(float));
+    layernorm_backward_row(dr, g.w, g.b, du, r, p.w, st.mean[row], st.rstd[row], C);
+    for (int i = 0; i < C; i++) { da[i] = dr[i] + dx[i]; }
+    layernorm_backward_row(dy, g.yw, g.yb, dr, y, p.yw, st.y_mean[row], st.y_rstd[row], C);
+    memset(dx, 0, C * sizeof(float));
+    layernorm_backward_row(dx, g.xw, g.xb, da, x, p.xw, st.x_mean[row], st.x_rstd[row], C);
+}
+
+// all N rows; dr and da are (N, C) buffers for dL/dr and dL/da. The parameter gradients go through
+// per-chunk partial sums (as in layernorm_backward): `partials` holds LN_CHUNKS * 6C floats.
+static void siamese_input_backward(float* dx, float* dy, float* dr, float* da, const float* du, SiameseNorms grads,
                                    SiameseNorms params, SiameseStats st, const float* x, const float* y,
-                                   const float* s, int N, int C, float* partials) {
+                                   const float* r, int N, int C, float* partials) {
     #pragma omp parallel for
     for (int k = 0; k < LN_CHUNKS; k++) {
-        float* part = partials + (size_t)k * 6 * C;  // [dw, db, dxw, dxb, dyw, dyb]
+        float* part = partials + (size_t)k * 6 * C;  // this chunk's share of the six gradients
         memset(part, 0, 6 * C * sizeof(float));
+        SiameseNorms g = {part, part + C, part + 2 * C, part + 3 * C, part + 4 * C, part + 5 * C};
         int r0, r1;
         chunk_rows(k, N, &r0, &r1);
-        for (int r = r0; r < r1; r++) {
-            size_t o = (size_t)r * C;
-            float* ds = ds_buf + o;
-            float* da = du + o;
-            memset(ds, 0, C * sizeof(float));
-            layernorm_backward_row(ds, part, part + C, du + o, s + o, params.w, st.mean[r], st.rstd[r], C);
-            layernorm_backward_row(dy + o, part + 4 * C, part + 5 * C, ds, y + o, params.yw, st.y_mean[r], st.y_rstd[r], C);
-            for (int i = 0; i < C; i++) { da[i] = ds[i] + dx[o + i]; }
-            memset(dx + o, 0, C * sizeof(float));
-            layernorm_backward_row(dx + o, part + 2 * C, part + 3 * C, da, x + o, params.xw, st.x_mean[r], st.x_rstd[r], C);
+        for (int row = r0; row < r1; row++) {
+            size_t o = (size_t)row * C;
+            siamese_input_backward_row(dx + o, dy + o, dr + o, da + o, du + o, g, params, st, row, x + o, y + o,
+                                       r + o, C);
         }
     }
-    float* dst[6] = {grads.w, grads.b, grads.xw, grads.xb, grads.yw, grads.yb};
+    float* dst[6] = {grads.xw, grads.xb, grads.yw, grads.yb, grads.w, grads.b};  // SiameseNorms order
     add_partials(dst, 6, partials, C);
 }
 
@@ -261,158 +277,76 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 }
 
 // ----------------------------------------------------------------------------
-// matmul: out[BT][OC] = inp[BT][C] . weight[OC][C]^T + bias[OC]   (weight is (out, in) like nn.Linear)
-//
-// The matmuls are ~90% of the work, so they are the one place in this file written for speed. All
-// three products of a linear layer are one operation, C[M][N] += A[M][K] . B[K][N], with A and B
-// read through strides (so transposes cost nothing):
-//     forward   out   += inp . weight^T      A = inp,    B = weight^T
-//     backward  dinp  += dout . weight       A = dout,   B = weight
-//               dW    += dout^T . inp        A = dout^T, B = inp
-// It is computed in register tiles of MR rows x NV vectors of C (a `vecf` is VW floats: one
-// AVX-512 register where the CPU has it, GCC/Clang vector extensions otherwise split it). Per k,
-// a tile broadcasts MR numbers of A and loads NV vectors of B for MR*NV fused multiply-adds into
-// accumulators that never leave the registers.
-//
-// Around the tiles, the GotoBLAS blocking: a thread task owns a block of C (up to 258 x 384) and
-// walks k in blocks of KC. Per k block it copies its KC x 258 block of A into a contiguous,
-// k-major buffer (in L2: every column panel of the block uses it), then per panel of 64 columns
-// the KC x 64 panel of B (in L1: every row tile uses it). The copies are also where the strides
-// are paid, once, instead of inside the tiles.
-//
-// Threads split C, never k, and every element of C sums its k terms in the same order (k blocks in
-// order), so results do not depend on the number of threads.
+// matmul, the linear layer: out (BT, OC) = inp (BT, C) . weight^T + bias, weight (OC, C) is (out, in)
+// like nn.Linear. Its backward is two more products and a column sum:
+//     dinp (BT, C)     += dout (BT, OC) . weight
+//     dweight (OC, C)  += dout^T . inp
+//     dbias (OC)       += the column sums of dout
+// The plain loops below are exactly that. The matmuls are ~90% of the work, so the model calls
+// matmul_forward and matmul_backward (after the loops), which hand the two products to
+// matmul_accumulate, C += A . B with A and B read through strides, register-tiled and
+// cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
+// loops; only its fused multiply-adds round differently, so the two agree to rounding (test_gpt2
+// holds both to a sum in double). The plain loops are not called in training (`inline` keeps
+// the compiler from warning about that).
 
-#if defined(__AVX512F__)
-#define VW 16
-#elif defined(__AVX__)
-#define VW 8
-#else
-#define VW 4
-#endif
-typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
-
-static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); return v; }
-static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
-
-#define MM_MR 6                  // rows of C per tile
-#define MM_NV (VW == 16 ? 4 : 2) // vectors of C per tile row: 24 or 12 accumulators (32 or 16 registers)
-#define MM_NR (MM_NV * VW)       // columns of C per tile, and per panel of B
-#define MM_KC 128                // k block
-#define MM_MB (43 * MM_MR)       // rows of C per thread task (258 >= B*T = 256 of the benchmark)
-#define MM_NB (6 * MM_NR)        // columns of C per thread task
-
-// C[m][n] += sum_{k < K} a[m + k * lda] b[k * ldb + n] for m < RM, n < NV * VW (constants once inlined)
-static inline __attribute__((always_inline)) void mm_tile(float* c, size_t ldc, const float* a, size_t lda,
-                                                          const float* b, size_t ldb, int K, const int RM,
-                                                          const int NV) {
-    vecf acc[MM_MR][MM_NV];
-    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { acc[r][v] = vec_load(c + r * ldc + v * VW); } }
-    for (int k = 0; k < K; k++) {
-        vecf bv[MM_NV];
-        for (int v = 0; v < NV; v++) { bv[v] = vec_load(b + (size_t)k * ldb + v * VW); }
-        for (int r = 0; r < RM; r++) {
-            float s = a[r + (size_t)k * lda];
-            for (int v = 0; v < NV; v++) { acc[r][v] += s * bv[v]; }
-        }
+// dbias += the column sums of dout (both versions below use it)
+static void bias_backward(float* dbias, const float* dout, int BT, int OC) {
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        float db = 0.0f;
+        for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
+        dbias[o] += db;
     }
-    for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { vec_store(c + r * ldc + v * VW, acc[r][v]); } }
 }
 
-// a tile of any size up to MM_MR x MM_NV: the switch gives each shape its own unrolled copy
-static void mm_tile_any(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int K, int rm,
-                        int nv) {
-#define MM_CASE_V(RM_)                                                               \
-    switch (nv) {                                                                    \
-        case 1: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 1); break;                   \
-        case 2: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, 2); break;                   \
-        case 3: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV < 3 ? MM_NV : 3); break; \
-        default: mm_tile(c, ldc, a, lda, b, ldb, K, RM_, MM_NV); break;              \
-    }
-    switch (rm) {
-        case 1: MM_CASE_V(1); break;
-        case 2: MM_CASE_V(2); break;
-        case 3: MM_CASE_V(3); break;
-        case 4: MM_CASE_V(4); break;
-        case 5: MM_CASE_V(5); break;
-        default: MM_CASE_V(6); break;
-    }
-#undef MM_CASE_V
-}
-
-// C[M][N] += A[M][K] . B[K][N] with A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n],
-// C row-major
-static void matmul_accumulate(float* c, const float* a, size_t a_m, size_t a_k, const float* b, size_t b_k,
-                              size_t b_n, int M, int N, int K) {
-    int m_blocks = (M + MM_MB - 1) / MM_MB, n_blocks = (N + MM_NB - 1) / MM_NB;
-    int MB = (M + m_blocks - 1) / m_blocks;  // even blocks, each a multiple of the tile height
-    MB = (MB + MM_MR - 1) / MM_MR * MM_MR;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int mb = 0; mb < m_blocks; mb++) {
-        for (int nb = 0; nb < n_blocks; nb++) {
-            int m0 = mb * MB, m_end = m0 + MB < M ? m0 + MB : M;
-            int nb0 = nb * MM_NB, nb_end = nb0 + MM_NB < N ? nb0 + MM_NB : N;
-            float panel_a[MM_KC * MM_MB];  // A[m0 : m_end][k0 : k0+kc], k-major: A[m0+i][k0+k] = panel_a[k * MB + i]
-            float panel_b[MM_KC * MM_NR];  // B[k0 : k0+kc][n0 : n0+nw], row-major with row length nw
-            for (int k0 = 0; k0 < K; k0 += MM_KC) {
-                int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
-                const float* a0 = a + (size_t)m0 * a_m + (size_t)k0 * a_k;
-                for (int k = 0; k < kc; k++) {
-                    for (int i = 0; i < m_end - m0; i++) { panel_a[k * MB + i] = a0[i * a_m + (size_t)k * a_k]; }
-                }
-                for (int n0 = nb0; n0 < nb_end; n0 += MM_NR) {
-                    int n_end = n0 + MM_NR < nb_end ? n0 + MM_NR : nb_end;
-                    int nv = (n_end - n0) / VW, nw = nv * VW;  // whole vectors; the last N % VW columns by hand
-                    const float* b0 = b + (size_t)k0 * b_k + (size_t)n0 * b_n;
-                    if (b_n == 1) {
-                        for (int k = 0; k < kc; k++) { memcpy(panel_b + k * nw, b0 + (size_t)k * b_k, nw * sizeof(float)); }
-                    } else {
-                        for (int j = 0; j < nw; j++) {
-                            for (int k = 0; k < kc; k++) { panel_b[k * nw + j] = b0[(size_t)k * b_k + j * b_n]; }
-                        }
-                    }
-                    for (int m = m0; m < m_end; m += MM_MR) {
-                        int rm = m_end - m < MM_MR ? m_end - m : MM_MR;
-                        const float* am = panel_a + (m - m0);
-                        float* cm = c + (size_t)m * N;
-                        if (nv > 0) { mm_tile_any(cm + n0, N, am, MB, panel_b, nw, kc, rm, nv); }
-                        for (int r = 0; r < rm; r++) {
-                            for (int n = n0 + nw; n < n_end; n++) {
-                                float sum = cm[(size_t)r * N + n];
-                                for (int k = 0; k < kc; k++) { sum += am[r + k * MB] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
-                                cm[(size_t)r * N + n] = sum;
-                            }
-                        }
-                    }
-                }
-            }
+static inline void matmul_forward_plain(float* out, const float* inp, const float* weight, const float* bias, int BT,
+                                        int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {
+        for (int o = 0; o < OC; o++) {
+            float sum = bias ? bias[o] : 0.0f;
+            for (int i = 0; i < C; i++) { sum += inp[(size_t)bt * C + i] * weight[(size_t)o * C + i]; }
+            out[(size_t)bt * OC + o] = sum;
         }
     }
 }
 
+static inline void matmul_backward_plain(float* dinp, float* dweight, float* dbias, const float* dout,
+                                         const float* inp, const float* weight, int BT, int C, int OC) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {  // dinp[bt][i] += sum over o of dout[bt][o] weight[o][i]
+        for (int o = 0; o < OC; o++) {
+            float d = dout[(size_t)bt * OC + o];
+            for (int i = 0; i < C; i++) { dinp[(size_t)bt * C + i] += d * weight[(size_t)o * C + i]; }
+        }
+    }
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {  // dweight[o][i] += sum over bt of dout[bt][o] inp[bt][i]
+        for (int bt = 0; bt < BT; bt++) {
+            float d = dout[(size_t)bt * OC + o];
+            for (int i = 0; i < C; i++) { dweight[(size_t)o * C + i] += d * inp[(size_t)bt * C + i]; }
+        }
+    }
+    if (dbias) { bias_backward(dbias, dout, BT, OC); }
+}
+
+// what the model calls: the same products through the tiled kernel
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
     #pragma omp parallel for
-    for (int m = 0; m < BT; m++) {
-        float* o = out + (size_t)m * OC;
+    for (int bt = 0; bt < BT; bt++) {
+        float* o = out + (size_t)bt * OC;
         if (bias) { memcpy(o, bias, OC * sizeof(float)); } else { memset(o, 0, OC * sizeof(float)); }
     }
-    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // B[k][n] = weight[n][k]
+    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // out += inp . weight^T: B[k][n] = weight[n][k]
 }
 
-// dinp += dout . weight;  dweight += dout^T . inp;  dbias += column sums of dout
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);
-    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);
-    if (dbias) {
-        #pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            float db = 0.0f;
-            for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
-            dbias[o] += db;
-        }
-    }
+    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
+    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
+    if (dbias) { bias_backward(dbias, dout, BT, OC); }
 }
 
 // ----------------------------------------------------------------------------
@@ -557,12 +491,38 @@ static void crossentropy_backward(float* logits, const float* lse, const int* ta
 // Part 2: the model
 // ============================================================================
 
-// the parameters, in checkpoint order (common/params.h); siamese-only tensors are empty otherwise
+// the parameters, in checkpoint order (common/params.h: PARAM_NAMES, fill_param_sizes). Per-layer
+// tensors are stacked over the L layers; matrices are (out, in). The siamese-only tensors (lnx*,
+// lny*, lnfx*, lnfy*) are empty in pre and post mode.
 typedef struct {
-    float *wte, *wpe;
-    float *lnx1w, *lnx1b, *lny1w, *lny1b, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
-    float *lnx2w, *lnx2b, *lny2w, *lny2b, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-    float *lnfxw, *lnfxb, *lnfyw, *lnfyb, *lnfw, *lnfb;
+    float* wte;       // (Vp, C)      token embedding, and the tied output layer
+    float* wpe;       // (maxT, C)    position embedding
+    float* lnx1w;     // (L, C)       siamese: LN of stream X before attention (weight, bias)
+    float* lnx1b;     // (L, C)
+    float* lny1w;     // (L, C)       siamese: LN of stream Y before attention
+    float* lny1b;     // (L, C)
+    float* ln1w;      // (L, C)       the attention sublayer's main LN (pre: before, post: after the add,
+    float* ln1b;      // (L, C)       siamese: the block input)
+    float* qkvw;      // (L, 3C, C)   attention input projection
+    float* qkvb;      // (L, 3C)
+    float* attprojw;  // (L, C, C)    attention output projection
+    float* attprojb;  // (L, C)
+    float* lnx2w;     // (L, C)       the same three LNs for the MLP sublayer
+    float* lnx2b;     // (L, C)
+    float* lny2w;     // (L, C)
+    float* lny2b;     // (L, C)
+    float* ln2w;      // (L, C)
+    float* ln2b;      // (L, C)
+    float* fcw;       // (L, 4C, C)   MLP up-projection
+    float* fcb;       // (L, 4C)
+    float* fcprojw;   // (L, C, 4C)   MLP down-projection
+    float* fcprojb;   // (L, C)
+    float* lnfxw;     // (C)          siamese: final LN of X
+    float* lnfxb;     // (C)
+    float* lnfyw;     // (C)          siamese: final LN of Y
+    float* lnfyb;     // (C)
+    float* lnfw;      // (C)          the final LN (after the merge in siamese mode)
+    float* lnfb;      // (C)
 } ParameterTensors;
 _Static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(float*), "one pointer per tensor");
 
@@ -571,89 +531,122 @@ static void point_parameters(ParameterTensors* p, float* memory, const size_t si
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
 }
 
-// the activations the backward pass needs, saved by the forward pass. k indexes sublayers (2L), l layers.
+// The activations and the backward scratch each live in one allocation. next_tensor hands out the
+// next n floats of it; with memory NULL it only counts, so one function both sizes and points.
+static float* next_tensor(float* memory, size_t* used, size_t n) {
+    float* t = memory ? memory + *used : NULL;
+    *used += n;
+    return t;
+}
+
+// the activations the backward pass needs, saved by the forward pass. k indexes sublayers (2L), l
+// layers; the math's names (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
 typedef struct {
     float* resx;       // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
     float* resy;       // (2L+1, B, T, C) siamese: stream Y
     float* lnx;        // (2L, B, T, C)   siamese: a = LN(x), the base of the X update
-    float* lnsum;      // (2L, B, T, C)   what the sublayer's main LN normalises: siamese a + LN(y), post x + z
-    float* blockin;    // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(a + LN(y)); post reads x
+    float* lnsum;      // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
+    float* blockin;    // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x
     float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
-    float* ln_rstd;
-    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x) and LN(y)
-    float* lnx_rstd;
-    float* lny_mean;
-    float* lny_rstd;
+    float* ln_rstd;    // (2L, B, T)
+    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
+    float* lnx_rstd;   // (2L, B, T)
+    float* lny_mean;   // (2L, B, T)      siamese: statistics of LN(y)
+    float* lny_rstd;   // (2L, B, T)
     float* qkv;        // (L, B, T, 3C)
     float* att;        // (L, B, NH, T, T) attention probabilities
     float* atty;       // (L, B, T, C)    attention output before its projection
     float* fch;        // (L, B, T, 4C)   MLP hidden pre-activation
     float* fch_gelu;   // (L, B, T, 4C)
     float* blockout;   // (2L, B, T, C)   z, the block output
-    float* lnfsum;     // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
-    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x) and LN(y)
-    float* lnfx_rstd;
-    float* lnfy_mean;
-    float* lnfy_rstd;
+    float* lnfsum;     // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
+    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
+    float* lnfx_rstd;  // (B, T)
+    float* lnfy_mean;  // (B, T)          siamese: statistics of the final LN(y)
+    float* lnfy_rstd;  // (B, T)
     float* lnf;        // (B, T, C)       h, the final LN output
     float* lnf_mean;   // (B, T)
-    float* lnf_rstd;
+    float* lnf_rstd;   // (B, T)
     float* logits;     // (B, T, Vp)      overwritten by dL/dlogits in the backward pass
     float* lse;        // (B, T)          log-sum-exp of each logits row
     float* losses;     // (B, T)
 } ActivationTensors;
-#define NUM_ACTIVATION_TENSORS ((int)(sizeof(ActivationTensors) / sizeof(float*)))
 
-static void fill_activation_sizes(size_t* s, const GPT2Config* cfg, int B, int T) {
+// points every activation tensor into `memory` (NULL: only counts); returns the floats they take
+static size_t point_activations(ActivationTensors* t, float* memory, const GPT2Config* cfg, int B, int T) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
+    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
-    size_t v[] = {
-        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
-        U * 2 * L * BT * C, 2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
-        S * 2 * L * BT, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
-        2 * L * BT * C, S * BT * C, S * BT, S * BT, S * BT, S * BT, BT * C, BT, BT, BT * Vp, BT, BT,
-    };
-    _Static_assert(sizeof(v) / sizeof(v[0]) == NUM_ACTIVATION_TENSORS, "one size per activation tensor");
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { s[i] = v[i]; }
+    size_t n = 0;
+    t->resx = next_tensor(memory, &n, (2 * L + 1) * BT * C);
+    t->resy = next_tensor(memory, &n, S * (2 * L + 1) * BT * C);
+    t->lnx = next_tensor(memory, &n, S * 2 * L * BT * C);
+    t->lnsum = next_tensor(memory, &n, R * 2 * L * BT * C);
+    t->blockin = next_tensor(memory, &n, U * 2 * L * BT * C);
+    t->ln_mean = next_tensor(memory, &n, 2 * L * BT);
+    t->ln_rstd = next_tensor(memory, &n, 2 * L * BT);
+    t->lnx_mean = next_tensor(memory, &n, S * 2 * L * BT);
+    t->lnx_rstd = next_tensor(memory, &n, S * 2 * L * BT);
+    t->lny_mean = next_tensor(memory, &n, S * 2 * L * BT);
+    t->lny_rstd = next_tensor(memory, &n, S * 2 * L * BT);
+    t->qkv = next_tensor(memory, &n, L * BT * 3 * C);
+    t->att = next_tensor(memory, &n, L * B * NH * T * T);
+    t->atty = next_tensor(memory, &n, L * BT * C);
+    t->fch = next_tensor(memory, &n, L * BT * 4 * C);
+    t->fch_gelu = next_tensor(memory, &n, L * BT * 4 * C);
+    t->blockout = next_tensor(memory, &n, 2 * L * BT * C);
+    t->lnfsum = next_tensor(memory, &n, S * BT * C);
+    t->lnfx_mean = next_tensor(memory, &n, S * BT);
+    t->lnfx_rstd = next_tensor(memory, &n, S * BT);
+    t->lnfy_mean = next_tensor(memory, &n, S * BT);
+    t->lnfy_rstd = next_tensor(memory, &n, S * BT);
+    t->lnf = next_tensor(memory, &n, BT * C);
+    t->lnf_mean = next_tensor(memory, &n, BT);
+    t->lnf_rstd = next_tensor(memory, &n, BT);
+    t->logits = next_tensor(memory, &n, BT * Vp);
+    t->lse = next_tensor(memory, &n, BT);
+    t->losses = next_tensor(memory, &n, BT);
+    return n;
 }
 
 // scratch for the backward pass, reused by every layer (only the streams' gradients travel)
 typedef struct {
-    float* dx;          // (B, T, C) dL/d(stream X) at the current sublayer boundary
-    float* dy;          // (B, T, C) dL/d(stream Y)
-    float* dblockout;   // (B, T, C) dz
-    float* dblockin;    // (B, T, C) du
-    float* dlnsum;      // (B, T, C) gradient of the main LN's input
+    float* dx;          // (B, T, C)  dL/d(stream X) at the current sublayer boundary
+    float* dy;          // (B, T, C)  dL/d(stream Y)
+    float* dblockout;   // (B, T, C)  dz
+    float* dblockin;    // (B, T, C)  du
+    float* dlnsum;      // (B, T, C)  dr, the gradient of the main LN's input
+    float* dlnx;        // (B, T, C)  siamese: da, the gradient of a = LN(x)
     float* dqkv;        // (B, T, 3C)
     float* datty;       // (B, T, C)
     float* dfch;        // (B, T, 4C)
     float* dfch_gelu;   // (B, T, 4C)
     float* datt;        // (B, NH, T) one attention row per (b, head)
-    float* dlnf;        // (B, T, C)
+    float* dlnf;        // (B, T, C)  dh
     float* ln_partials; // (LN_CHUNKS, 6C) per-chunk LayerNorm parameter gradients
 } GradScratch;
-#define NUM_SCRATCH_TENSORS ((int)(sizeof(GradScratch) / sizeof(float*)))
 
-static void fill_scratch_sizes(size_t* s, const GPT2Config* cfg, int B, int T) {
-    size_t C = cfg->channels, BT = (size_t)B * T;
-    size_t v[] = {BT * C, BT * C, BT * C, BT * C, BT * C, BT * 3 * C, BT * C, BT * 4 * C, BT * 4 * C,
-                  (size_t)B * cfg->num_heads * T, BT * C, LN_CHUNKS * 6 * C};
-    _Static_assert(sizeof(v) / sizeof(v[0]) == NUM_SCRATCH_TENSORS, "one size per scratch tensor");
-    for (int i = 0; i < NUM_SCRATCH_TENSORS; i++) { s[i] = v[i]; }
-}
-
-// carves `n` consecutive tensors of the given sizes out of one allocation; returns the total
-static float* alloc_tensors(float** ptrs, const size_t* sizes, int n, size_t* total, const char* what) {
-    size_t sum = 0;
-    for (int i = 0; i < n; i++) { sum += sizes[i]; }
-    float* memory = (float*)malloc_check(sum * sizeof(float), what);
-    float* p = memory;
-    for (int i = 0; i < n; i++) { ptrs[i] = p; p += sizes[i]; }
-    if (total) { *total = sum; }
-    return memory;
+// points every scratch tensor into `memory` (NULL: only counts); returns the floats they take
+static size_t point_scratch(GradScratch* t, float* memory, const GPT2Config* cfg, int B, int T) {
+    size_t C = cfg->channels, NH = cfg->num_heads, BT = (size_t)B * T;
+    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;
+    size_t n = 0;
+    t->dx = next_tensor(memory, &n, BT * C);
+    t->dy = next_tensor(memory, &n, BT * C);
+    t->dblockout = next_tensor(memory, &n, BT * C);
+    t->dblockin = next_tensor(memory, &n, BT * C);
+    t->dlnsum = next_tensor(memory, &n, BT * C);
+    t->dlnx = next_tensor(memory, &n, S * BT * C);
+    t->dqkv = next_tensor(memory, &n, BT * 3 * C);
+    t->datty = next_tensor(memory, &n, BT * C);
+    t->dfch = next_tensor(memory, &n, BT * 4 * C);
+    t->dfch_gelu = next_tensor(memory, &n, BT * 4 * C);
+    t->datt = next_tensor(memory, &n, B * NH * T);
+    t->dlnf = next_tensor(memory, &n, BT * C);
+    t->ln_partials = next_tensor(memory, &n, LN_CHUNKS * 6 * C);
+    return n;
 }
 
 typedef struct {
@@ -664,8 +657,9 @@ typedef struct {
     float* params_memory;
     ParameterTensors grads;
     float* grads_memory;
-    float* m_memory;  // AdamW first moment
-    float* v_memory;  // AdamW second moment
+    float* m_memory;  // AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;  // AdamW second moment, of the same
+    size_t opt_lo, opt_hi;  // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
     float* acts_memory;
     size_t num_activations;
@@ -720,14 +714,15 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->seq_len = T;
     m->grads_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "gradients");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    m->m_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW m");
-    m->v_memory = (float*)calloc_check(m->num_parameters, sizeof(float), "AdamW v");
-    size_t act_sizes[NUM_ACTIVATION_TENSORS];
-    fill_activation_sizes(act_sizes, cfg, B, T);
-    m->acts_memory = alloc_tensors((float**)&m->acts, act_sizes, NUM_ACTIVATION_TENSORS, &m->num_activations, "activations");
-    size_t scratch_sizes[NUM_SCRATCH_TENSORS];
-    fill_scratch_sizes(scratch_sizes, cfg, B, T);
-    m->scratch_memory = alloc_tensors((float**)&m->scratch, scratch_sizes, NUM_SCRATCH_TENSORS, NULL, "backward scratch");
+    if (m->opt_hi == 0) { m->opt_hi = m->num_parameters; }
+    m->m_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW m");
+    m->v_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW v");
+    m->num_activations = point_activations(&m->acts, NULL, cfg, B, T);
+    m->acts_memory = (float*)malloc_check(m->num_activations * sizeof(float), "activations");
+    point_activations(&m->acts, m->acts_memory, cfg, B, T);
+    size_t num_scratch = point_scratch(&m->scratch, NULL, cfg, B, T);
+    m->scratch_memory = (float*)malloc_check(num_scratch * sizeof(float), "backward scratch");
+    point_scratch(&m->scratch, m->scratch_memory, cfg, B, T);
     m->inputs = (int*)malloc_check((size_t)B * T * sizeof(int), "inputs");
     m->targets = (int*)malloc_check((size_t)B * T * sizeof(int), "targets");
 }
@@ -943,7 +938,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
             break;
         case NORM_SIAMESE:
             memset(sc->dy, 0, N * sizeof(float));
-            siamese_input_backward(sc->dx, sc->dy, sc->dlnf, sc->dlnsum, final_norms(g), final_norms(p),
+            siamese_input_backward(sc->dx, sc->dy, sc->dlnsum, sc->dlnx, sc->dlnf, final_norms(g), final_norms(p),
                                    final_stats(a), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
             break;
     }
@@ -978,7 +973,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
                 memset(sc->dblockin, 0, N * sizeof(float));
                 block_backward(m, l, s, sc->dblockin, sc->dblockout, a->blockin + k * N, B, T);
-                siamese_input_backward(sc->dx, sc->dy, sc->dblockin, sc->dlnsum, sublayer_norms(g, l, s, C),
+                siamese_input_backward(sc->dx, sc->dy, sc->dlnsum, sc->dlnx, sc->dblockin, sublayer_norms(g, l, s, C),
                                        sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
                                        a->lnsum + k * N, BT, C, sc->ln_partials);
                 break;
@@ -996,14 +991,14 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the global L2 norm of all gradients, summed in double over fixed chunks (deterministic)
-static float gpt2_grad_norm(GPT2* m) {
+// the sum of squares of gradients [lo, hi), in double over fixed chunks (deterministic)
+static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     enum { CHUNKS = 64 };
     double partial[CHUNKS];
-    size_t n = m->num_parameters;
+    size_t n = hi - lo;
     #pragma omp parallel for
     for (int k = 0; k < CHUNKS; k++) {
-        size_t i0 = n * k / CHUNKS, i1 = n * (k + 1) / CHUNKS;
+        size_t i0 = lo + n * k / CHUNKS, i1 = lo + n * (k + 1) / CHUNKS;
         // 8 running sums (one vector of doubles) instead of one, so the loop is not one long chain of
         // dependent additions; they are added in a fixed order at the end
         const float* g = m->grads_memory;
@@ -1019,13 +1014,17 @@ static float gpt2_grad_norm(GPT2* m) {
     }
     double total = 0.0;
     for (int k = 0; k < CHUNKS; k++) { total += partial[k]; }
-    return (float)sqrt(total);
+    return total;
 }
 
-// AdamW step `t` (1-based) with decoupled weight decay and bias correction; the gradients are
-// multiplied by grad_scale first (clipping). Decay applies to matrices and embeddings only.
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
+// the global L2 norm of all gradients (the tests call it and gpt2_update; the trainer works on shards)
+static inline float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+
+// AdamW step `t` (1-based) with decoupled weight decay and bias correction, of parameters [lo, hi)
+// (within [opt_lo, opt_hi), whose moments the model holds); the gradients are multiplied by
+// grad_scale first (clipping). Decay applies to matrices and embeddings only.
+static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t, size_t lo, size_t hi) {
     float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t));  // bias corrections, as multipliers
     float inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
     // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
@@ -1035,12 +1034,17 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
     {
         size_t offset = 0;
         for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-            size_t n = m->param_sizes[i];
+            // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
+            size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
+            end = end < hi ? end : hi;
+            offset += m->param_sizes[i];
+            if (start >= end) { continue; }
+            size_t n = end - start;
             float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-            float* param = m->params_memory + offset;
-            float* grad = m->grads_memory + offset;
-            float* mm = m->m_memory + offset;
-            float* vv = m->v_memory + offset;
+            float* param = m->params_memory + start;
+            float* grad = m->grads_memory + start;
+            float* mm = m->m_memory + (start - m->opt_lo);
+            float* vv = m->v_memory + (start - m->opt_lo);
             #pragma omp for nowait
             for (size_t j = 0; j < n; j++) {
                 float gj = grad[j] * grad_scale;
@@ -1050,17 +1054,46 @@ static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, 
                 float vhat = vv[j] * inv_bc2;
                 param[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[j]);
             }
-            offset += n;
         }
     }
+}
+
+// AdamW step `t` of all parameters
+static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
 }
 
 #ifndef TESTING
 // ============================================================================
 // Part 3: training
 // ============================================================================
-// The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
-// train_gpt2.cu in common/train_loop.h; it reaches the model only through these functions.
+// The training loop (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
+// train_gpt2.cu: train_run_loop in common/train_loop.h. It reaches the model only through the
+// functions main() below hands it (TrainerOps). One training step, in the order it runs:
+//
+//   1. ops.zero_grad       gpt2_zero_grad: every parameter gradient to 0.
+//   2. grad_accum times    (-d total batch / (B * T) micro-batches; 1 by default)
+//                          the next (B, T) tokens and their targets (common/dataloader.h), then
+//      ops.forward         gpt2_forward: the activations and the mean loss;
+//      ops.backward        gpt2_backward with loss_scale 1/grad_accum: the gradients ACCUMULATE,
+//                          so after the last micro-batch they are the mean over all of them.
+//   3. ops.grad_sumsq      gpt2_grad_sumsq: the sum of the squares of all gradients; its square
+//                          root is the global L2 norm.
+//   4. the learning rate   learning_rate_at (common/args.h): -l times (step+1)/-u during the -u
+//                          warmup steps, then a cosine from -l down to -q times -l at step -x.
+//   5. the clip            grad_clip_scale (common/args.h): min(1, 1.0 / (norm + 1e-6)), i.e. the
+//                          global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
+//                          AdamW as grad_scale, the gradients in memory are left as they are.
+//   6. ops.update          gpt2_update_range (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
+//                          eps 1e-8 (the constants at its call in train_update) and weight decay
+//                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
+//                          and the four matrices of each layer, not the biases or LayerNorms.
+//   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
+// With several processes (mpirun -np N, common/dist.h) each runs grad_accum / N micro-batches of
+// its own slice of the batch in 2, the gradients are summed over the processes before 3, and with
+// ZeRO-1 each process runs 6 on its shard of the parameters, whose AdamW moments alone it holds,
+// then the processes exchange their updated shards (doc/distributed.md).
 #include "common/train_loop.h"
 
 static float cpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
@@ -1070,10 +1103,10 @@ static float cpu_forward(void* self, const int* inputs, const int* targets, int 
 }
 static void cpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
 static void cpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static float cpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static double cpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void cpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t) {
-    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+                       int t, size_t lo, size_t hi) {
+    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
 }
 static const float* cpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
@@ -1085,9 +1118,15 @@ static void cpu_moments(void* self, const float** mm, const float** vv) {
     *mm = m->m_memory;
     *vv = m->v_memory;
 }
-static void cpu_read_state(void* self, const char* state_path, TrainState* st) {
+static void cpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
-    state_read(state_path, st, m->m_memory, m->v_memory, m->num_parameters);
+    memcpy(m->m_memory, mm, (m->opt_hi - m->opt_lo) * sizeof(float));
+    memcpy(m->v_memory, vv, (m->opt_hi - m->opt_lo) * sizeof(float));
+}
+static float* cpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
+static void* cpu_working_weights(void* self, size_t* elem_bytes) {
+    *elem_bytes = sizeof(float);
+    return ((GPT2*)self)->params_memory;
 }
 static void cpu_poison_gradient(void* self) { ((GPT2*)self)->grads_memory[0] = NAN; }
 
@@ -1109,13 +1148,31 @@ int main(int argc, char** argv) {
     char batch_note[64];
     snprintf(batch_note, sizeof(batch_note), " | %d threads (wait: %s)", threads, openmp_wait_policy_name());
     train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
+    model.opt_lo = run.opt_lo;  // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
-    printf("memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations\n",
-           4.0 * model.num_parameters * sizeof(float) / 1048576.0, model.num_activations * sizeof(float) / 1048576.0);
+    size_t held = model.opt_hi - model.opt_lo;
+    printf("memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations\n",
+           (2.0 * model.num_parameters + 2.0 * held) * sizeof(float) / 1048576.0,
+           held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
+           model.num_activations * sizeof(float) / 1048576.0);
 
-    TrainerOps ops = {cpu_forward,    cpu_backward, cpu_zero_grad,  cpu_grad_norm,       cpu_update,
-                      cpu_logits_row, cpu_weights,  cpu_moments,    cpu_read_state,      cpu_poison_gradient,
-                      NULL,           0.0};
+    TrainerOps ops = {
+        .forward = cpu_forward,
+        .backward = cpu_backward,
+        .zero_grad = cpu_zero_grad,
+        .grad_sumsq = cpu_grad_sumsq,            // clipping: the squares of the gradients, of a shard
+        .update = cpu_update,                    // AdamW, of a shard (all parameters on one process)
+        .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
+        .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
+        .moments = cpu_moments,
+        .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer
+        .grads = cpu_grads,                      // several ranks: the gradients they sum
+        .working_weights = cpu_working_weights,  // and the weights they gather after a sharded update
+        .poison_gradient = cpu_poison_gradient,  // the tests of the non-finite guard
+        .sync = NULL,                            // nothing is queued on the CPU
+        .peak_flops = 0.0,                       // no MFU column
+    };
     train_run_loop(&run, &ops, &model);
 
     train_run_free(&run);

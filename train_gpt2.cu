@@ -1,5 +1,5 @@
 /*
-train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision, in one file.
+train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision (with siamese.cuh).
 
 What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
@@ -23,9 +23,11 @@ cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parit
 Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
 added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
 (GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
-(DGELU). If the library offers no algorithm for a fused GELU epilogue we fall back to a separate
-GELU kernel (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a deterministic column-sum kernel (not the BGRADB
-epilogue: that one overwrites, and gradient accumulation needs +=). Attention uses batched
+(DGELU). Where the library offers no algorithm for a fused GELU epilogue, where the ones it offers
+fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
+runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
+deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
+accumulation needs +=). Attention uses batched
 cuBLASLt matmuls for q.k^T and att.v with a causal softmax kernel in between.
 
 Determinism. Every kernel here computes each output element in a fixed order: no atomics
@@ -36,8 +38,9 @@ atomics modes explicitly; the heuristic's choice could in principle differ betwe
 versions or GPUs).
 
 How to read this file: Part 1 holds the kernels in forward order, each with its backward next to
-it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 the training
-loop. Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 hands it to the
+training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through
+one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
@@ -81,8 +84,33 @@ static inline void cuda_check(cudaError_t err, const char* call, const char* fil
     if (err != cudaSuccess) { fatal("CUDA: %s (%s at %s:%d)", cudaGetErrorString(err), call, file, line); }
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
-// after every kernel launch: a bad launch configuration is reported where it happened
-#define cudaCheckLaunch() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+// an environment switch: on when set to anything but "" or "0"
+static int env_switch(const char* name) {
+    const char* v = getenv(name);
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+// Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
+// call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
+// (train_gpt2cu and test_gpt2cu) waits for every kernel and cuBLASLt call right after its launch,
+// so the error names the launch that failed. Slow: for debugging only.
+static int sync_check = -1;  // -1: not read yet
+
+static int sync_check_enabled(void) {
+    if (sync_check < 0) {
+        sync_check = env_switch("TRAIN_GPT2CU_SYNC_CHECK");
+        if (sync_check) { printf("note: TRAIN_GPT2CU_SYNC_CHECK: waiting for the GPU after every launch (slow)\n"); }
+    }
+    return sync_check;
+}
+
+static inline void cuda_check_launch(const char* what, const char* file, int line) {
+    cuda_check(cudaGetLastError(), what, file, line);  // a bad launch configuration, reported here
+    if (sync_check_enabled()) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
+}
+// after every kernel launch
+#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
 
 static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
     if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }
@@ -468,8 +496,9 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
 // matmul_lt is the one call behind all of these (and the batched attention products): it builds
-// the descriptors, asks the heuristic for the best algorithm and runs it. It returns 0 (and runs
-// nothing) only when allow_missing is set and no algorithm exists, e.g. for a fused GELU epilogue.
+// the descriptors, asks the heuristic for its best algorithms (up to LT_MAX_ALGOS, fastest first)
+// and runs the first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
+// set and no algorithm ran, e.g. for a fused GELU epilogue; otherwise that is a fatal error.
 
 static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
@@ -527,6 +556,18 @@ static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int r
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s);
 
+// how many of the heuristic's algorithms a matmul tries before it gives up
+#define LT_MAX_ALGOS 8
+
+// an algorithm the heuristic offered failed at run time: said once per process (it repeats every step)
+static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, const char* outcome) {
+    static int said = 0;
+    if (said) { return; }
+    said = 1;
+    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (batch %d, epilogue %d) failed at run time (%s); %s\n",
+           failed, s->m, s->n, s->k, s->batch, (int)s->epilogue, cublasGetStatusString(st), outcome);
+}
+
 static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasLtMatmulDesc_t desc;
     cublasCheck(cublasLtMatmulDescCreate(&desc, LT_COMPUTE, CUDA_R_32F));
@@ -563,25 +604,47 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, 1, &result, &found);
-    if (st != CUBLAS_STATUS_SUCCESS) { found = 0; }
-    if (found) {
-        cublasCheck(cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
-                                   &result.algo, lt_workspace, LT_WORKSPACE_BYTES, 0));
+    // the heuristic's candidates, fastest first; one that fails at run time (cuBLASLt returns an
+    // error and computes nothing) gives way to the next
+    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
+    int found = 0, ran = 0, tried = 0;
+    cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, LT_MAX_ALGOS,
+                                                              results, &found);
+    if (heuristic != CUBLAS_STATUS_SUCCESS) { found = 0; }
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < found && !ran; i++) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > LT_WORKSPACE_BYTES) { continue; }
+        tried++;
+        last = cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
+                              &results[i].algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        ran = last == CUBLAS_STATUS_SUCCESS;
+        if (!ran) { (void)cudaGetLastError(); }  // a refused launch must not be reported at the next kernel's
     }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
     cublasCheck(cublasLtMatrixLayoutDestroy(lb));
     cublasCheck(cublasLtMatrixLayoutDestroy(ld));
     cublasCheck(cublasLtMatmulDescDestroy(desc));
-    if (!found && !allow_missing && matmul_fp32_out_fallback(s)) { return 1; }
-    if (!found && !allow_missing) {
-        fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k,
-              s->batch, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", cublasGetStatusString(st));
+    if (ran) {
+        if (tried > 1) { lt_note_failure(s, tried - 1, last, "another algorithm ran instead"); }
+        cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
+        return 1;
     }
-    return found;
+    if (allow_missing) {  // the caller has another way (the GELU kernels)
+        if (tried > 0) { lt_note_failure(s, tried, last, "the GELU kernels run instead"); }
+        return 0;
+    }
+    if (matmul_fp32_out_fallback(s)) { return 1; }
+    char why[160];
+    if (heuristic != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, sizeof(why), "the heuristic query failed: %s", cublasGetStatusString(heuristic));
+    } else if (tried == 0) {
+        snprintf(why, sizeof(why), "the heuristic offered no usable algorithm");
+    } else {
+        snprintf(why, sizeof(why), "all %d algorithms offered failed, the last with %s", tried, cublasGetStatusString(last));
+    }
+    fatal("cuBLASLt cannot run a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k, s->batch,
+          (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
 }
 
 // The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
@@ -649,12 +712,14 @@ __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
 static int gelu_fusion = -1;  // -1: not decided yet
 
 static int gelu_fusion_enabled(void) {
-    if (gelu_fusion < 0) {
-        const char* v = getenv("TRAIN_GPT2CU_NO_GELU_FUSION");
-        gelu_fusion = !(v && v[0] != '\0' && strcmp(v, "0") != 0);
-    }
+    if (gelu_fusion < 0) { gelu_fusion = !env_switch("TRAIN_GPT2CU_NO_GELU_FUSION"); }
     return gelu_fusion;
 }
+
+// cuBLASLt documents that the leading dimension of the GELU pre-activation (the aux matrix, 4C
+// elements) must be a multiple of 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD): true for even C only
+// (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
+static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux % 8 == 0; }
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
 // receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
@@ -668,7 +733,7 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
         fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         fused.aux = gelu_pre;
         fused.ld_aux = OC;
-        if (bias && gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        if (bias && gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         s.D = gelu_pre;
         matmul_lt(&s, 0);
         gelu_forward_kernel<<<ceil_div((long)BT * OC, 256), 256>>>(out, gelu_pre, (size_t)BT * OC);
@@ -691,7 +756,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
         fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
         fused.aux = (void*)gelu_pre;
         fused.ld_aux = C;
-        if (gelu_fusion_enabled() && matmul_lt(&fused, 1)) { return; }
+        if (gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         matmul_lt(&s, 0);
         gelu_backward_kernel<<<ceil_div((long)BT * C, 256), 256>>>((floatX*)dinp, gelu_pre, (size_t)BT * C);
         cudaCheckLaunch();
@@ -1088,11 +1153,12 @@ typedef struct {
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters;
     float* host_params;            // host fp32: checkpoint load and save
-    float* params_memory;          // device fp32 master weights
-    floatX* params_x_memory;       // device floatX working copy
+    float* params_memory;          // device fp32 master weights, of parameters [opt_lo, opt_hi)
+    floatX* params_x_memory;       // device floatX working copy, all parameters
     float* grads_memory;           // device fp32
-    float* m_memory;               // device fp32 AdamW first moment
-    float* v_memory;               // device fp32 AdamW second moment
+    float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;               // device fp32 AdamW second moment, of the same
+    size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
     ParameterTensors params, grads;
     ParameterTensorsX params_x;
     ActivationsX ax;
@@ -1139,41 +1205,55 @@ static void observe_stream_grads(GPT2* m, int boundary) {
     }
 }
 
-// sets the config and allocates the parameters on host and device (not yet initialised)
-static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
+// The model is built in two halves: on the host (the config and the fp32 weights, read from a
+// checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is refused the same way on
+// any machine), then uploaded (the device master weights and their floatX working copy).
+
+// sets the config and allocates the host weights (not yet initialised)
+static void gpt2_init_host(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
     fill_param_sizes(m->param_sizes, cfg);
     m->num_parameters = count_parameters(cfg);
     m->host_params = (float*)malloc_check(m->num_parameters * sizeof(float), "parameters");
-    m->params_memory = (float*)cuda_malloc_check(m->num_parameters * sizeof(float), "master weights");
-    m->params_x_memory = (floatX*)cuda_malloc_check(m->num_parameters * sizeof(floatX), "working weights");
-    point_parameters(&m->params, m->params_memory, m->param_sizes);
-    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
-}
-
-// host_params -> device master weights -> floatX working copy
-static void gpt2_upload_params(GPT2* m) {
-    cudaCheck(cudaMemcpy(m->params_memory, m->host_params, m->num_parameters * sizeof(float), cudaMemcpyHostToDevice));
-    cast_to_x(m->params_x_memory, m->params_memory, m->num_parameters);
-    cudaCheck(cudaDeviceSynchronize());
 }
 
 // our checkpoint, or llm.c's GPT-2 (float32 or bf16) as a pre-mode model (common/params.h)
-static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
+static void gpt2_host_from_checkpoint(GPT2* m, const char* path) {
     CheckpointFile ck;
     checkpoint_open(&ck, path);
-    gpt2_init_params(m, &ck.config);
+    gpt2_init_host(m, &ck.config);
     checkpoint_read_params(&ck, m->host_params);
-    gpt2_upload_params(m);
 }
 
 // fresh initialisation happens on the host with common/params.h, so train_gpt2 and train_gpt2cu
 // start from bit-identical models for the same seed
-static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
-    gpt2_init_params(m, cfg);
+static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
+    gpt2_init_host(m, cfg);
     params_init_fresh(m->host_params, cfg, seed);
-    gpt2_upload_params(m);
+}
+
+// allocates the device weights; host_params -> device master weights -> floatX working copy
+static void gpt2_upload_params(GPT2* m) {
+    size_t n = m->num_parameters;
+    if (m->opt_hi == 0) { m->opt_hi = n; }
+    size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
+    m->params_x_memory = (floatX*)cuda_malloc_check(n * sizeof(floatX), "working weights");
+    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
+    float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
+    cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    cast_to_x(m->params_x_memory, all, n);
+    if (held == n) {
+        m->params_memory = all;
+        point_parameters(&m->params, m->params_memory, m->param_sizes);
+    } else {
+        m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
+        cudaCheck(cudaMemcpy(m->params_memory, all + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaFree(all));
+        memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors
+    }
+    cudaCheck(cudaDeviceSynchronize());
 }
 
 // allocates, once, everything training with micro-batches of (B, T) needs
@@ -1183,11 +1263,12 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
-    m->m_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW m");
-    m->v_memory = (float*)cuda_malloc_check(n * sizeof(float), "AdamW v");
+    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params
+    m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
+    m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
     cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->m_memory, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->v_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
+    cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
     m->flash_tile = 0;
@@ -1556,38 +1637,64 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the global L2 norm of all gradients (fixed grid, host sums the partials in order: deterministic)
-static float gpt2_grad_norm(GPT2* m) {
-    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory, m->num_parameters);
+// the sum of squares of gradients [lo, hi) (fixed grid, host sums the partials in order: deterministic)
+static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
+    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
     cudaCheckLaunch();
     cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, NORM_BLOCKS * sizeof(float), cudaMemcpyDeviceToHost));
     double total = 0.0;
     for (int i = 0; i < NORM_BLOCKS; i++) { total += m->host_norm_partials[i]; }
-    return (float)sqrt(total);
+    return total;
 }
 
-// AdamW step `t` (1-based), as gpt2_update in train_gpt2.c; refreshes the floatX working copy
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
+
+// AdamW step `t` (1-based) of parameters [lo, hi) (within [opt_lo, opt_hi), whose master weights
+// and moments the model holds), as gpt2_update_range in train_gpt2.c; refreshes their floatX copy
+static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t, size_t lo, size_t hi) {
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        if (n > 0) {
-            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
-            adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + offset, m->params_x_memory + offset,
-                                                          m->grads_memory + offset, m->m_memory + offset,
-                                                          m->v_memory + offset, n, lr, beta1, beta2, bc1, bc2, eps, wd,
-                                                          grad_scale);
-            cudaCheckLaunch();
-        }
-        offset += n;
+        // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
+        size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
+        end = end < hi ? end : hi;
+        offset += m->param_sizes[i];
+        if (start >= end) { continue; }
+        size_t n = end - start, held = start - m->opt_lo;
+        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+        adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
+                                                      m->grads_memory + start, m->m_memory + held, m->v_memory + held,
+                                                      n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
+        cudaCheckLaunch();
     }
 }
 
-// cuBLASLt: one handle for the process
+#ifdef TESTING
+// the global L2 norm of all gradients and an AdamW step of all parameters, for test_gpt2.cu (the
+// trainer works on shards)
+static float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
+}
+#endif
+
+// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace and the
+// fallback buffer (gpt2_allocate and matmul_fp32_out_fallback allocate those)
 static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
+
+static void cuda_teardown(void) {
+    cudaCheck(cudaFree(lt_workspace));  // cudaFree(NULL) does nothing
+    cudaCheck(cudaFree(lt_fallback));
+    lt_workspace = NULL;
+    lt_fallback = NULL;
+    lt_fallback_elems = 0;
+    cudaCheck(cudaFree(column_partials));
+    column_partials = NULL;
+    column_partials_cols = 0;
+    cublasCheck(cublasLtDestroy(lt_handle));
+}
 
 #ifndef TESTING
 // ============================================================================
@@ -1613,10 +1720,10 @@ static float gpu_forward(void* self, const int* inputs, const int* targets, int 
 }
 static void gpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
 static void gpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static float gpu_grad_norm(void* self) { return gpt2_grad_norm((GPT2*)self); }
+static double gpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void gpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t) {
-    gpt2_update((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+                       int t, size_t lo, size_t hi) {
+    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
 }
 static const float* gpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
@@ -1629,34 +1736,36 @@ static const float* gpu_logits_row(void* self, size_t row) {
     for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
     return host_copy.row;
 }
-// the fp32 master weights
+// the fp32 master weights this rank holds, at their place among all parameters
 static const float* gpu_weights(void* self) {
     GPT2* m = (GPT2*)self;
-    cudaCheck(cudaMemcpy(m->host_params, m->params_memory, m->num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(m->host_params + m->opt_lo, m->params_memory, (m->opt_hi - m->opt_lo) * sizeof(float),
+                         cudaMemcpyDeviceToHost));
     return m->host_params;
-}
-static void gpu_alloc_host_moments(const GPT2* m) {
-    if (!host_copy.m) {
-        host_copy.m = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW m (host)");
-        host_copy.v = (float*)malloc_check(m->num_parameters * sizeof(float), "AdamW v (host)");
-    }
 }
 static void gpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
-    gpu_alloc_host_moments(m);
-    size_t bytes = m->num_parameters * sizeof(float);
-    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, bytes, cudaMemcpyDeviceToHost));
+    size_t held = m->opt_hi - m->opt_lo;
+    if (!host_copy.m) {
+        host_copy.m = (float*)malloc_check(held * sizeof(float), "AdamW m (host)");
+        host_copy.v = (float*)malloc_check(held * sizeof(float), "AdamW v (host)");
+    }
+    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
     *mm = host_copy.m;
     *vv = host_copy.v;
 }
-static void gpu_read_state(void* self, const char* state_path, TrainState* st) {
+static void gpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
-    gpu_alloc_host_moments(m);
-    size_t bytes = m->num_parameters * sizeof(float);
-    state_read(state_path, st, host_copy.m, host_copy.v, m->num_parameters);
-    cudaCheck(cudaMemcpy(m->m_memory, host_copy.m, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(m->v_memory, host_copy.v, bytes, cudaMemcpyHostToDevice));
+    size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
+    cudaCheck(cudaMemcpy(m->m_memory, mm, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, vv, bytes, cudaMemcpyHostToDevice));
+}
+static float* gpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
+// the floatX working copy: after a sharded update the ranks gather it (the fp32 master stays sharded)
+static void* gpu_working_weights(void* self, size_t* elem_bytes) {
+    *elem_bytes = sizeof(floatX);
+    return ((GPT2*)self)->params_x_memory;
 }
 static void gpu_poison_gradient(void* self) {
     float bad = NAN;
@@ -1668,30 +1777,51 @@ static void gpu_sync(void* self) {
 }
 
 int main(int argc, char** argv) {
+    // What needs no GPU comes first: -h, the flags, the output folder, the data, the model on the
+    // host (checkpoint or fresh) and the flags checked against it. So each of those errors reads the
+    // same on a machine without a GPU (tests/test_train_cu_cli.sh). The state file of a resume is
+    // read later, in the loop.
+    TrainRun run;
+    train_run_setup(&run, argc, argv);
+    GPT2 model;
+    if (run.fresh) {
+        gpt2_host_fresh(&model, &run.fresh_config, run.args.seed);
+    } else {
+        gpt2_host_from_checkpoint(&model, run.model_path);
+    }
+    train_run_attach_model(&run, &model.config, model.num_parameters, "");
+
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
     cudaCheck(cudaSetDevice(0));
     cuda_setup();
-
-    TrainRun run;
-    train_run_setup(&run, argc, argv);
-
-    GPT2 model;
-    if (run.fresh) {
-        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
-    } else {
-        gpt2_build_from_checkpoint(&model, run.model_path);
-    }
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
-    train_run_attach_model(&run, &model.config, model.num_parameters, "");
+    model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
+    gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
-    printf("GPU memory: %.1f MiB parameters+grads+AdamW, %.1f MiB activations, %.1f MiB scratch\n",
-           model.num_parameters * (4.0 * sizeof(float) + sizeof(floatX)) / 1048576.0,
+    size_t held = model.opt_hi - model.opt_lo;
+    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
+           (model.num_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
+           held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 
-    TrainerOps ops = {gpu_forward,    gpu_backward, gpu_zero_grad,  gpu_grad_norm,       gpu_update,
-                      gpu_logits_row, gpu_weights,  gpu_moments,    gpu_read_state,      gpu_poison_gradient,
-                      gpu_sync,       PEAK_FLOPS};
+    TrainerOps ops = {
+        .forward = gpu_forward,
+        .backward = gpu_backward,
+        .zero_grad = gpu_zero_grad,
+        .grad_sumsq = gpu_grad_sumsq,
+        .update = gpu_update,
+        .logits_row = gpu_logits_row,
+        .weights = gpu_weights,
+        .moments = gpu_moments,
+        .load_moments = gpu_load_moments,
+        .grads = gpu_grads,
+        .working_weights = gpu_working_weights,
+        .poison_gradient = gpu_poison_gradient,
+        .sync = gpu_sync,
+        .peak_flops = PEAK_FLOPS,
+    };
     train_run_loop(&run, &ops, &model);
 
     train_run_free(&run);
@@ -1700,9 +1830,7 @@ int main(int argc, char** argv) {
     free(host_copy.row);
     free(host_copy.m);
     free(host_copy.v);
-    cudaCheck(cudaFree(lt_workspace));
-    cudaCheck(cudaFree(column_partials));
-    cublasCheck(cublasLtDestroy(lt_handle));
+    cuda_teardown();
     return 0;
 }
 #endif // TESTING

@@ -26,6 +26,7 @@ typedef struct {
     int B;                      // -b  micro-batch size (sequences)
     int T;                      // -t  sequence length
     long total_batch;           // -d  tokens per optimizer step, -1 = B*T (no accumulation)
+    int total_batch_given;      //     -d was given (without it, several ranks take B*T each: B*T*ranks)
     float learning_rate;        // -l  peak learning rate
     int warmup_steps;           // -u  linear warmup steps
     float final_lr_frac;        // -q  lr at the end of the cosine decay, as a fraction of -l
@@ -42,6 +43,7 @@ typedef struct {
     float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
     unsigned long long seed;    // -S  seed of fresh initialisation, sampling and (when given) the data order
     int seed_given;             //     -S was given: the training batches start at a seed-dependent position
+    int zero_stage;             // -z  with several ranks: 1 = AdamW state sharded over them (ZeRO-1), 0 = not
 } TrainArgs;
 
 // defaults shared by both trainers; each trainer may change some before parsing. They train a
@@ -60,6 +62,7 @@ static inline TrainArgs args_defaults(void) {
     a.B = 16;
     a.T = 64;
     a.total_batch = -1;
+    a.total_batch_given = 0;
     a.learning_rate = 1e-3f;
     a.warmup_steps = 100;
     a.final_lr_frac = 0.1f;
@@ -76,6 +79,7 @@ static inline TrainArgs args_defaults(void) {
     a.grad_clip = 1.0f;
     a.seed = 1337;
     a.seed_given = 0;
+    a.zero_stage = 1;
     return a;
 }
 
@@ -98,7 +102,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -o <dir>    output folder for main.log and checkpoints, \"\" for none [%s]\n", d->output_dir);
     printf("  -b <int>    micro-batch size [%d]\n", d->B);
     printf("  -t <int>    sequence length [%d]\n", d->T);
-    printf("  -d <int>    total batch in tokens, -1 for B*T [%ld]\n", d->total_batch);
+    printf("  -d <int>    total batch in tokens, -1 for B*T (B*T*ranks with mpirun) [%ld]\n", d->total_batch);
     printf("  -l <float>  peak learning rate [%g]\n", d->learning_rate);
     printf("  -u <int>    warmup steps [%d]\n", d->warmup_steps);
     printf("  -q <float>  final learning rate as a fraction of -l (cosine decay) [%g]\n", d->final_lr_frac);
@@ -112,6 +116,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -n <int>    checkpoint every N steps (and at the end), 0 = only at the end [%d]\n", d->checkpoint_every);
     printf("  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n", d->resume);
     printf("  -nk <int>   keep only the newest N checkpoints, 0 = keep all [%d]\n", d->keep_checkpoints);
+    printf("  -z <0|1>    several ranks (mpirun): 1 shards AdamW's state over them (ZeRO-1) [%d]\n", d->zero_stage);
     printf("  -h          this help\n");
 }
 
@@ -219,12 +224,14 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'k': a->arith_problems = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
+            case 'z': a->zero_stage = (int)parse_long_flag(flag, v, 0, 1); break;
             case 'S': a->seed = (unsigned long long)parse_long_flag(flag, v, 1, LONG_MAX); a->seed_given = 1; break;  // 0 would seed like 1
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }
     long bt = (long)a->B * a->T;
     if (bt > (1L << 24)) { fatal("micro-batch B*T = %ld tokens is too large (at most %ld)", bt, 1L << 24); }
+    a->total_batch_given = a->total_batch != -1;
     if (a->total_batch == -1) { a->total_batch = bt; }
     if (a->total_batch == 0 || a->total_batch % bt != 0) {
         fatal("total batch -d %ld must be a positive multiple of B*T = %d*%d = %ld", a->total_batch, a->B, a->T, bt);

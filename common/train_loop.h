@@ -2,7 +2,9 @@
 common/train_loop.h: the training loop that train_gpt2.c (CPU) and train_gpt2.cu (GPU) share.
 
 Everything here is host-side glue that never touches the model's arithmetic: the command line, the
-output folder, the data, resuming, evaluation, sampling, checkpoints, the step loop and its log.
+output folder, the data, resuming, evaluation, sampling, checkpoints, the step loop and its log,
+and data-parallel training over several processes (common/dist.h: mpirun -np N; the summing of
+gradients, the sharded optimizer and the gathered checkpoints are all here, for both trainers).
 The model's math (forward, backward, AdamW) stays inline in each trainer; the loop reaches it only
 through the small table of functions below, which each trainer fills with its own implementations.
 
@@ -14,6 +16,7 @@ A trainer's main() reads, in order:
     if (run.resume_step >= 0 || !run.fresh) gpt2_build_from_checkpoint(&model, run.model_path);
     else                                    gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
     train_run_attach_model(&run, &model.config, model.num_parameters, "...");  // checks, prints
+    // (AdamW's moments: for parameters [run.opt_lo, run.opt_hi) only, the rank's shard with ZeRO-1)
     gpt2_allocate(&model, run.args.B, run.args.T);
     TrainerOps ops = { ... };               // the trainer's functions
     train_run_loop(&run, &ops, &model);     // steps, evaluation, sampling, checkpoints
@@ -25,6 +28,7 @@ A trainer's main() reads, in order:
 
 #include <math.h>
 #include "rng.h"
+#include "dist.h"
 #include "train_common.h"
 
 // What the loop needs from a trainer. `self` is the trainer's model (GPT2*). Every function that
@@ -35,18 +39,24 @@ typedef struct {
     // backward of the last forward pass (with targets), ACCUMULATING loss_scale * dL/dparams
     void (*backward)(void* self, float loss_scale);
     void (*zero_grad)(void* self);
-    // the global L2 norm of the gradients
-    float (*grad_norm)(void* self);
-    // one AdamW step (t is 1-based) on the gradients multiplied by grad_scale
+    // the sum of the squares of gradients [lo, hi), in double
+    double (*grad_sumsq)(void* self, size_t lo, size_t hi);
+    // one AdamW step (t is 1-based) of parameters [lo, hi) on the gradients multiplied by grad_scale
     void (*update)(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                   int t);
+                   int t, size_t lo, size_t hi);
     // row `row` (b * T + t of the last forward pass) of the logits, padded_vocab_size floats
     const float* (*logits_row)(void* self, size_t row);
-    // the fp32 weights and the AdamW moments, for a checkpoint
+    // the fp32 weights (all num_parameters of them; at least those whose moments the trainer holds
+    // are current) and the AdamW moments it holds (parameters [opt_lo, opt_hi) of TrainRun), for a
+    // checkpoint
     const float* (*weights)(void* self);
     void (*moments)(void* self, const float** m, const float** v);
-    // reads a state file's AdamW moments into the optimizer (resume)
-    void (*read_state)(void* self, const char* state_path, TrainState* st);
+    // copies AdamW moments of parameters [opt_lo, opt_hi) into the optimizer (resume)
+    void (*load_moments)(void* self, const float* m, const float* v);
+    // several ranks: the gradient buffer (num_parameters floats) the ranks sum, and the weights the
+    // forward pass reads (`*elem_bytes` each), which a sharded update changes and the ranks gather
+    float* (*grads)(void* self);
+    void* (*working_weights)(void* self, size_t* elem_bytes);
     // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
     void (*poison_gradient)(void* self);
     // waits for queued work before a clock is read (NULL on the CPU, where nothing is queued)
@@ -69,7 +79,9 @@ typedef struct {
     size_t num_parameters;
     DataLoader train_loader, val_loader;
     int have_val;
-    int grad_accum;            // micro-batches per optimizer step
+    int grad_accum;            // micro-batches per optimizer step, on each rank
+    Dist dist;                 // the ranks of a multi-process run (one rank without mpirun)
+    size_t opt_lo, opt_hi;     // the parameters whose AdamW moments this rank holds (all but with ZeRO-1)
 } TrainRun;
 
 // flags, the output folder and the data folder; decides which model main() builds. Call it first
@@ -78,13 +90,19 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     openmp_wait_passively(argv);  // OpenMP threads that sleep while they wait, unless the user chose
     setvbuf(stdout, NULL, _IOLBF, 0);  // one step line at a time, also into a pipe or a file
     memset(r, 0, sizeof(*r));
+    dist_init(&r->dist);  // one of several ranks under mpirun (the others print nothing)
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
+    (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
     r->have_output = r->args.output_dir[0] != '\0';
-    // the output folder: resume from it, or refuse to overwrite an earlier run in it
-    r->resume_step = output_dir_prepare(&r->args);
-    // the data folder: the default dataset, the tokenizer, arithmetic or not
-    run_data_prepare(&r->data, &r->args);
+    // the output folder (rank 0 holds its lock): resume from it, or refuse to overwrite an earlier
+    // run in it; the data folder: the default dataset (made by rank 0), the tokenizer, arithmetic
+    if (r->dist.rank == 0) {
+        r->resume_step = output_dir_prepare(&r->args);
+        run_data_prepare(&r->data, &r->args);
+    }
+    dist_broadcast_int(&r->dist, &r->resume_step);  // the other ranks wait for rank 0 here
+    if (r->dist.rank > 0) { run_data_prepare(&r->data, &r->args); }
     // the model: the checkpoint to resume from, a fresh model (-e dN, dNcC or dNcChH) whose
     // vocabulary is the tokenizer's (257 for the arithmetic data), else GPT-2's, or a checkpoint file
     if (r->resume_step >= 0) {
@@ -108,36 +126,61 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     r->config = cfg;
     r->num_parameters = num_parameters;
     args_check_model(a, cfg);
-    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, 0, 1);
+    // several ranks: each reads its own B*T slice of every chunk of ranks*B*T tokens, and the
+    // parameters are cut into one shard per rank (common/dist.h)
+    Dist* d = &r->dist;
+    long per_micro = (long)a->B * a->T * d->size;
+    if (!a->total_batch_given) { a->total_batch = per_micro; }  // -d not given: no accumulation
+    if (a->total_batch % per_micro != 0) {
+        fatal("total batch -d %ld does not split over %d ranks: it must be a multiple of B*T*ranks = %d*%d*%d = %ld",
+              a->total_batch, d->size, a->B, a->T, d->size, per_micro);
+    }
+    dist_attach(d, num_parameters);
+    int sharded = d->size > 1 && a->zero_stage == 1;
+    r->opt_lo = sharded ? d->lo : 0;
+    r->opt_hi = sharded ? d->hi : num_parameters;
+    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, d->rank, d->size);
     run_data_order(&r->train_loader, a);  // -S: the batches start at a seeded position
     r->have_val = a->val_pattern[0] != '\0' && a->val_every > 0;
     if (r->have_val) { dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1); }
     if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }
-    r->grad_accum = (int)(a->total_batch / ((long)a->B * a->T));
+    r->grad_accum = (int)(a->total_batch / per_micro);
     printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
            NORM_MODE_NAMES[cfg->norm_mode], cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
            cfg->padded_vocab_size, cfg->max_seq_len, num_parameters);
-    printf("batch: B %d | T %d | total %ld tokens | grad accum %d%s\n", a->B, a->T, a->total_batch, r->grad_accum,
-           batch_note);
+    char ranks[96] = "";
+    if (d->size > 1) {
+        snprintf(ranks, sizeof(ranks), " | %d ranks (AdamW state %s)", d->size,
+                 sharded ? "sharded, ZeRO-1" : "on every rank");
+    }
+    printf("batch: B %d | T %d | total %ld tokens | grad accum %d%s%s\n", a->B, a->T, a->total_batch, r->grad_accum,
+           ranks, batch_note);
 }
 
 static inline void train_run_free(TrainRun* r) {
     tokenizer_free(&r->data.tokenizer);
     dataloader_free(&r->train_loader);
     if (r->have_val) { dataloader_free(&r->val_loader); }
+    dist_free(&r->dist);
 }
 
 // ----------------------------------------------------------------------------
 // evaluation and sampling, through the trainer's forward pass
 
-// the mean loss over the first `batches` batches of the loader
-static inline float train_evaluate(const TrainerOps* ops, void* model, DataLoader* loader, int B, int T, int batches) {
+// the mean loss over the first `batches` batches of the loader; with several ranks, rank r
+// evaluates batches r, r + ranks, ... and the losses are added in batch order, as one process does
+static inline float train_evaluate(const TrainerOps* ops, void* model, DataLoader* loader, int B, int T, int batches,
+                                   Dist* d) {
     dataloader_reset(loader);
-    double sum = 0.0;
+    double* losses = (double*)calloc_check((size_t)batches, sizeof(double), "validation losses");
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(loader);
-        sum += ops->forward(model, loader->inputs, loader->targets, B, T);
+        if (i % d->size == d->rank) { losses[i] = ops->forward(model, loader->inputs, loader->targets, B, T); }
     }
+    dist_share(d, losses, batches);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) { sum += losses[i]; }
+    free(losses);
     return (float)(sum / batches);
 }
 
@@ -189,16 +232,67 @@ static inline void train_greedy_next(void* ctx, const int* tokens, int B, int T,
     }
 }
 
-// writes the checkpoint pair of `st->step` (state first, model second: common/state.h)
-static inline void train_write_checkpoint(const TrainRun* r, const TrainerOps* ops, void* model, const TrainState* st) {
-    char model_path[1100], state_path[1100];
-    checkpoint_paths(r->args.output_dir, st->step, model_path, state_path, sizeof(model_path));
+// writes the checkpoint pair of `st->step` (state first, model second: common/state.h). With
+// several ranks every rank's shard of the weights and moments is gathered on rank 0, which writes.
+static inline void train_write_checkpoint(TrainRun* r, const TrainerOps* ops, void* model, const TrainState* st) {
+    Dist* d = &r->dist;
+    const float* w = ops->weights(model);
     const float *m, *v;
     ops->moments(model, &m, &v);
-    state_write(state_path, st, m, v);
-    checkpoint_write(model_path, r->config, ops->weights(model));
-    remove_old_checkpoints(r->args.output_dir, r->args.keep_checkpoints);
-    printf("wrote %s and %s\n", model_path, state_path);
+    float* gathered = NULL;
+    if (d->size > 1) {
+        size_t n = r->num_parameters, skip = d->lo - r->opt_lo;  // this rank's shard within what it holds
+        if (d->rank == 0) { gathered = (float*)malloc_check(3 * n * sizeof(float), "gathered checkpoint"); }
+        dist_gather_to_root(d, w + d->lo, gathered);
+        dist_gather_to_root(d, m + skip, gathered ? gathered + n : NULL);
+        dist_gather_to_root(d, v + skip, gathered ? gathered + 2 * n : NULL);
+        w = gathered;
+        m = gathered ? gathered + n : NULL;
+        v = gathered ? gathered + 2 * n : NULL;
+    }
+    if (d->rank == 0) {
+        char model_path[1100], state_path[1100];
+        checkpoint_paths(r->args.output_dir, st->step, model_path, state_path, sizeof(model_path));
+        state_write(state_path, st, m, v);
+        checkpoint_write(model_path, r->config, w);
+        remove_old_checkpoints(r->args.output_dir, r->args.keep_checkpoints);
+        printf("wrote %s and %s\n", model_path, state_path);
+    }
+    free(gathered);
+}
+
+// reads the state file of a resume: every rank reads it (the output folder is at the same path on
+// every machine) and keeps the moments of the parameters it holds
+static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* model, TrainState* st) {
+    size_t n = r->num_parameters;
+    float* m = (float*)malloc_check(2 * n * sizeof(float), "AdamW moments (resume)");
+    state_read(r->state_path, st, m, m + n, n);
+    ops->load_moments(model, m + r->opt_lo, m + n + r->opt_lo);
+    free(m);
+}
+
+// One optimizer step's gradients, summed over the ranks (reduce-scatter, rank order), then their
+// global norm (squares summed over each rank's shard, then over the ranks in rank order). With
+// one rank this is the norm of the gradients. With -z 0 the summed shards go to every rank.
+static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, void* model) {
+    Dist* d = &r->dist;
+    float* grads = d->size > 1 ? ops->grads(model) : NULL;
+    dist_reduce_scatter_host(d, grads);
+    float norm = (float)sqrt(dist_sum(d, ops->grad_sumsq(model, d->lo, d->hi)));
+    if (r->opt_hi - r->opt_lo == r->num_parameters) { dist_all_gather_host(d, grads, sizeof(float)); }
+    return norm;
+}
+
+// one AdamW step: of the parameters whose moments this rank holds; a rank holding a shard then
+// hands its updated weights to the others
+static inline void train_update(TrainRun* r, const TrainerOps* ops, void* model, float lr, float weight_decay,
+                                float grad_scale, int t) {
+    ops->update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, grad_scale, t, r->opt_lo, r->opt_hi);
+    if (r->opt_hi - r->opt_lo < r->num_parameters) {
+        size_t bytes;
+        void* w = ops->working_weights(model, &bytes);
+        dist_all_gather_host(&r->dist, w, bytes);
+    }
 }
 
 // model FLOPs of one training token (forward + backward): 6 per parameter, plus attention's
@@ -227,7 +321,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     st.num_parameters = (long)r->num_parameters;
     st.sample_rng = a->seed;
     if (r->resume_step >= 0) {
-        ops->read_state(model, r->state_path, &st);
+        train_read_state(r, ops, model, &st);
         resume_check_state(&st, a, r->state_path, r->resume_step);
         dataloader_set_position(&r->train_loader, st.shard_index, st.shard_offset);
         printf("resumed from %s at step %d\n", r->model_path, st.step);
@@ -241,7 +335,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     st.T = a->T;
     st.total_batch = a->total_batch;
     Logger logger;
-    logger_init(&logger, a->output_dir, a->resume);
+    logger_init(&logger, r->dist.rank == 0 ? a->output_dir : "", a->resume);  // rank 0 alone logs
     double step_flops = train_flops_per_token(r) * (double)a->total_batch;
 
     for (int step = st.step; step <= a->max_steps; step++) {
@@ -249,11 +343,13 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != r->resume_step) {
             if ((r->have_val || have_arith) && (step % a->val_every == 0 || last)) {
-                float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches) : 0.0f;
+                float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
+                                                              &r->dist) : 0.0f;
                 run_report_evaluation(&logger, step, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
                                       train_greedy_next, &greedy);
             }
-            if (a->sample_every > 0 && a->gen_tokens > 0 && ((step > 0 && step % a->sample_every == 0) || last)) {
+            if (r->dist.rank == 0 && a->sample_every > 0 && a->gen_tokens > 0 &&
+                ((step > 0 && step % a->sample_every == 0) || last)) {
                 train_sample_text(ops, model, cfg, &r->data.tokenizer, a->T, a->gen_tokens, &st.sample_rng);
             }
             if (r->have_output && step > 0 && (last || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0))) {
@@ -265,23 +361,26 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         }
         if (last) { break; }
 
-        // one optimizer step: grad_accum micro-batches, then clip and AdamW
+        // one optimizer step: grad_accum micro-batches (on every rank), the gradients summed over
+        // the ranks, then clip and AdamW
         if (ops->sync) { ops->sync(model); }
         double t0 = now_seconds();
         ops->zero_grad(model);
         double loss = 0.0;
+        int micro_total = r->grad_accum * r->dist.size;  // over all ranks
         for (int micro = 0; micro < r->grad_accum; micro++) {
             dataloader_next_batch(&r->train_loader);
-            loss += ops->forward(model, r->train_loader.inputs, r->train_loader.targets, a->B, a->T) / r->grad_accum;
-            ops->backward(model, 1.0f / r->grad_accum);
+            loss += ops->forward(model, r->train_loader.inputs, r->train_loader.targets, a->B, a->T) / micro_total;
+            ops->backward(model, 1.0f / micro_total);
         }
+        loss = dist_sum(&r->dist, loss);
         if (nan_injected_at(step + 1)) { ops->poison_gradient(model); }
-        float norm = ops->grad_norm(model);
+        float norm = train_reduce_gradients(r, ops, model);
         float lr = learning_rate_at(a, step);
         if (isfinite(loss) && isfinite(norm)) {
             st.nonfinite_in_a_row = 0;
             st.updates++;
-            ops->update(model, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
+            train_update(r, ops, model, lr, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
             if (ops->sync) { ops->sync(model); }
             double ms = (now_seconds() - t0) * 1000.0;
             double tok_s = a->total_batch / (ms / 1000.0);

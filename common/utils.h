@@ -29,6 +29,13 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 #include "fuzz_hooks.h"  // fuzz builds only (dev/fuzz/): fatal() returns to the harness instead of exiting
 #endif
 
+// the rank of a process of a multi-process job (common/dist.h), named in its errors; -1 otherwise.
+// An error that every rank meets alike (a flag, a damaged shard) is reported once: rank 0 reports
+// it at once and ends the job; the other ranks wait FATAL_RANK_DELAY seconds before reporting
+// theirs, and mpirun has ended them by then unless the error was theirs alone.
+static int fatal_rank = -1;
+#define FATAL_RANK_DELAY 3
+
 static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void fatal(const char* fmt, ...) {
 #ifdef FUZZING
@@ -38,9 +45,11 @@ static inline void fatal(const char* fmt, ...) {
     va_end(fuzz_args);
 #endif
     fflush(stdout);
+    if (fatal_rank > 0) { sleep(FATAL_RANK_DELAY); }
     va_list args;
     va_start(args, fmt);
     fprintf(stderr, "error: ");
+    if (fatal_rank >= 0) { fprintf(stderr, "rank %d: ", fatal_rank); }
     vfprintf(stderr, fmt, args);
     fprintf(stderr, "\n");
     va_end(args);

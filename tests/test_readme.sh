@@ -71,6 +71,11 @@ while IFS='|' read -r page cmd; do
                [[ "$cmd" == *"./train_gpt2" ]] && run_cmd="$run_cmd./train_gpt2 $SHORT_FLAGS" ;;
         python) if [ "$README_PYTHON" != 1 ]; then echo "skip $page: $cmd (Python: README_PYTHON=1 runs it)"; continue; fi
                 run_cmd=$cmd ;;
+        mpi) if ! command -v mpirun > /dev/null 2>&1 || ! command -v mpicc > /dev/null 2>&1; then
+                 echo "skip $page: $cmd (needs Open MPI: bash dev/install_mpi.sh)"; continue
+             fi
+             # as root (CI), Open MPI runs only with its permission, which these variables give
+             run_cmd="export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; $cmd" ;;
         skip*) echo "skip $page: $cmd (${mode#skip: })"; continue ;;
         *) continue ;;  # not listed: reported above
     esac

@@ -29,64 +29,7 @@ MODEL=data/test/siamese/model.bin
 # OpenMP reductions give the same bits from run to run
 export OMP_NUM_THREADS=1
 unset TRAIN_GPT2_NAN_STEPS
-KEEP=${KEEP:-0}  # KEEP=1 keeps the work folder
-# in /dev/shm where there is one: the checkpoints' fsync calls cost nothing there
-TMP_ROOT=/tmp
-[ -d /dev/shm ] && [ -w /dev/shm ] && TMP_ROOT=/dev/shm
-W=$(mktemp -d "$TMP_ROOT/test_train_cli_XXXXXX")
-trap '[ "$KEEP" = 1 ] && echo "kept $W" || rm -rf "$W"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/       | /' "$2" | head -20; return 0; }
-
-# run NAME CMD...: runs CMD with stdout/stderr in $W/NAME.out/.err, sets $rc
-run() {
-    local name=${1//[\/ ]/_}
-    shift
-    "$@" > "$W/$name.out" 2> "$W/$name.err"
-    rc=$?
-}
-
-# expect_error NAME NEEDLE CMD...: exit status 1 and exactly one stderr line "error: ..." containing NEEDLE
-expect_error() {
-    local title=$1 name=${1//[\/ ]/_} needle=$2
-    shift 2
-    run "$name" "$@"
-    local lines first
-    lines=$(wc -l < "$W/$name.err")
-    first=$(head -n 1 "$W/$name.err")
-    if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && [[ "$first" == "error: "* ]] && [[ "$first" == *"$needle"* ]]; then
-        ok "$title: $first"
-    else
-        echo "       exit status $rc, $lines stderr lines, expected one 'error: ...$needle...'"
-        bad "$title" "$W/$name.err"
-    fi
-}
-
-expect_success() {
-    local title=$1 name=${1//[\/ ]/_}
-    shift
-    run "$name" "$@"
-    if [ "$rc" -eq 0 ] && [ ! -s "$W/$name.err" ]; then ok "$title"; else echo "       exit status $rc"; bad "$title" "$W/$name.err"; fi
-}
-
-# put_int FILE INDEX VALUE: overwrite the int32 number INDEX of FILE (little-endian)
-put_int() {
-    local v=$3
-    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v & 255)) $(((v >> 8) & 255)) $(((v >> 16) & 255)) $(((v >> 24) & 255)))" |
-        dd of="$1" bs=4 seek="$2" conv=notrunc status=none
-}
-
-# check NAME COMMAND...: a plain condition
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-# the train lines of a main.log without the timings, and its val lines
-train_lines() { grep train_loss "$1" | sed 's/ ms=.*//'; }
+source tests/cli_lib.sh  # the work folder $W and the helpers (ok, bad, run, expect_error, check, ...)
 
 [ -x "$TRAIN" ] || { echo "error: $TRAIN not built" >&2; exit 1; }
 [ -x "$MKSHARD" ] || { echo "error: $MKSHARD not built" >&2; exit 1; }
@@ -260,32 +203,8 @@ expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" 
 mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
 expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
 
-# flags
-expect_error "flag: T above the model maximum" "sequence length -t 65 exceeds the model's maximum sequence length 64" "$TRAIN" -e "$MODEL" "${T[@]}" -t 65
-expect_error "flag: B*T does not divide -d" "must be a positive multiple of B*T" "$TRAIN" -e "$MODEL" "${T[@]}" -d 24
-for f in "-b 0" "-b -2" "-t 0" "-t 2000000" "-x 0" "-x -1" "-x 100000000" "-d -7" "-m 0" "-nk -1" "-y 2" "-l -1" "-g -1"; do
-    set -- $f
-    expect_error "flag: $f" "out of range" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
-done
-expect_error "flag: -d 0" "must be a positive multiple" "$TRAIN" -e "$MODEL" "${T[@]}" -d 0
-# 2^40 tokens = 2^36 micro-batches of 16: the int count of micro-batches wrapped to 0 (a silent run of
-# zero steps) before args.h capped it
-expect_error "flag: -d with too many micro-batches" "needs 68719476736 micro-batches" "$TRAIN" -e "$MODEL" "${T[@]}" -d 1099511627776
-for f in "-b two" "-t 8x" "-x ''" "-l nan" "-l inf" "-q 0.5.1" "-b 99999999999999999999" "-n 0x10"; do
-    set -- $f
-    [ "$2" = "''" ] && set -- "$1" ""
-    expect_error "flag: $f" "expects" "$TRAIN" -e "$MODEL" "${T[@]}" "$1" "$2"
-done
-expect_error "flag: unknown flag" "unknown flag -z" "$TRAIN" -e "$MODEL" "${T[@]}" -z 1
-expect_error "flag: unknown long flag" "unknown flag -bb" "$TRAIN" -e "$MODEL" "${T[@]}" -bb 1
-expect_error "flag: stray argument" "unexpected argument 'extra'" "$TRAIN" -e "$MODEL" "${T[@]}" extra 1
-expect_error "flag: missing value" "flag -x needs a value" "$TRAIN" -e "$MODEL" "${T[@]}" -x
-expect_error "flag: unknown norm mode" "unknown norm mode 'sandwich'" "$TRAIN" -e d1 -N sandwich "${T[@]}"
-expect_error "flag: model depth d0" "out of range" "$TRAIN" -e d0 "${T[@]}"
-expect_error "flag: model depth d999" "out of range" "$TRAIN" -e d999 "${T[@]}"
-expect_error "flag: -y 1 without -o" "-y 1 needs an output folder" "$TRAIN" -e "$MODEL" "${T[@]}" -y 1
-expect_error "flag: bad TRAIN_GPT2_NAN_STEPS" "TRAIN_GPT2_NAN_STEPS" env TRAIN_GPT2_NAN_STEPS=x "$TRAIN" -e "$MODEL" "${T[@]}"
-
+# flags (tests/cli_flags.sh: the same checks run against train_gpt2cu in tests/test_train_cu_cli.sh)
+source tests/cli_flags.sh
 # output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable
 # folders here are ones that no permission lets anyone write: below a regular file, and /proc.
 : > "$W/plainfile"
@@ -514,15 +433,4 @@ check "data order: unseeded runs are identical" diff <(train_lines "$W/d1none/ma
 expect_success "seed: 3 steps" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -x 3 -o "$W/s7r"
 expect_success "seed: resumed to 6" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7r" -y 1
 check "seed: the resumed run equals the straight one" cmp -s "$W/s7a/model_00000006.bin" "$W/s7r/model_00000006.bin"
-for spec in "d4c30h4:30 channels do not split into 4 heads" "d2c0:0 channels is out of range" \
-            "d0c32:0 layers is out of range" "d2c64h0:0 heads is out of range" "d2c20000:20000 channels is out of range" \
-            "d2c64h65:65 heads is out of range" "d200c64h4:200 layers is out of range" \
-            "d2c99999999999:1000000000 channels is out of range"; do
-    expect_error "shape: -e ${spec%%:*}" "${spec#*:}" "$TRAIN" -e "${spec%%:*}" "${F[@]}"
-done
-expect_error "seed: -S -1" "out of range" "$TRAIN" -e d1 "${F[@]}" -S -1
-expect_error "seed: -S 0" "out of range" "$TRAIN" -e d1 "${F[@]}" -S 0
-expect_error "seed: -S 1e3" "expects an integer" "$TRAIN" -e d1 "${F[@]}" -S 1e3
-
-echo "test_train_cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_summary test_train_cli

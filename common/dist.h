@@ -1,0 +1,242 @@
+/*
+common/dist.h: data-parallel training over several processes (ranks), for both trainers.
+
+    mpirun -np 2 ./train_gpt2 ...            two CPU processes on this machine
+    mpirun -np 8 -H a:4,b:4 ./train_gpt2cu   eight GPUs on two machines, one GPU per rank
+
+MPI starts the processes and carries the CPU trainer's messages; on GPUs NCCL carries them (MPI
+only hands out NCCL's id). Without mpirun, or in a build without MPI, there is one rank and every
+function here does nothing, so a single process runs exactly the code it always ran.
+
+One optimizer step on N ranks (common/train_loop.h drives it):
+
+    1. every rank runs grad_accum / N micro-batches of its own slice of the batch
+       (common/dataloader.h: rank r reads the r-th B*T tokens of each chunk of N*B*T)
+    2. reduce-scatter: the parameters are cut into N contiguous shards; rank r receives shard r of
+       every rank's gradients and sums them IN RANK ORDER 0, 1, ..., N-1, so the sum does not
+       depend on which message arrived first: two runs with the same N give the same bits
+    3. the gradient norm: every rank sums the squares of its shard (in double), the N partial sums
+       are added in rank order, so every rank clips with the same norm
+    4. ZeRO-1 (-z 1, the default): rank r runs AdamW on shard r only and holds AdamW's m and v for
+       that shard only (1/N of the optimizer memory; on the GPU the fp32 master weights too), then
+       an all-gather hands every rank the updated weights of every shard.
+       -z 0: the summed gradient shards are all-gathered instead and every rank updates all of
+       the weights with full-size m and v (a plain all-reduce). Both give the same bits.
+
+Checkpoints hold the whole state: the shards of the weights and moments are gathered on rank 0,
+which writes the files as a single process does (common/state.h). So a run resumes with any N.
+Rank 0 alone prints, logs, samples and writes; the other ranks' standard output goes nowhere
+(their errors still reach stderr). A rank that dies or stops with an error ends the job: mpirun
+kills the others when one exits with a non-zero status or a signal, and MPI errors are fatal.
+
+Transports: MPI_Alltoallv / MPI_Allgatherv / MPI_Gatherv on host memory; NCCL (grouped ncclReduce
+and ncclBroadcast per shard, so shards may differ in size) on device memory when the CUDA trainer
+is built with USE_NCCL; otherwise device buffers are staged through host memory and sent with MPI
+(the CUDA trainer on the CPU execution layer, or on a GPU build without NCCL).
+*/
+#ifndef COMMON_DIST_H
+#define COMMON_DIST_H
+
+#include <limits.h>
+#include "utils.h"
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#ifdef USE_NCCL
+#include <nccl.h>
+#endif
+
+typedef struct {
+    int rank, size;       // this process and how many there are (0 and 1 without mpirun)
+    int local_rank;       // among the ranks on this machine: the GPU this rank uses
+    size_t n;             // elements the collectives work on: the model's parameters
+    size_t lo, hi;        // this rank's shard [lo, hi) of them
+    int* counts;          // (size) every rank's shard length, for MPI's v-collectives
+    int* displs;          // (size) and its start
+    float* gather;        // (size * largest shard) reduce-scatter receive buffer, host
+    float* stage;         // (n) host copy of a device buffer (when there is no NCCL)
+    size_t stage_bytes;
+#ifdef USE_NCCL
+    ncclComm_t nccl;
+#endif
+} Dist;
+
+// the size of the job mpirun (Open MPI) or MPICH's launcher started this process in; 0 when the
+// process was started on its own
+static inline int dist_launched_size(void) {
+    const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (int i = 0; i < 2; i++) {
+        const char* s = getenv(names[i]);
+        if (s != NULL && atoi(s) > 0) { return atoi(s); }
+    }
+    return 0;
+}
+
+// the shard of `n` elements that rank r owns: contiguous, sizes differ by at most one
+static inline void dist_shard(size_t n, int r, int size, size_t* lo, size_t* hi) {
+    *lo = n / size * r + ((size_t)r < n % size ? (size_t)r : n % size);
+    *hi = *lo + n / size + ((size_t)r < n % size ? 1 : 0);
+}
+
+// Joins the job when mpirun started this process (MPI_Init), else stays one rank. Ranks other
+// than 0 send their standard output to /dev/null. Call it before anything is printed.
+static inline void dist_init(Dist* d) {
+    memset(d, 0, sizeof(*d));
+    d->size = 1;
+    int launched = dist_launched_size();
+#ifdef USE_MPI
+    if (launched > 0) {
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (!initialized) { MPI_Init(NULL, NULL); }
+        MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+        MPI_Comm local;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local);
+        MPI_Comm_rank(local, &d->local_rank);
+        MPI_Comm_free(&local);
+    }
+#else
+    if (launched > 1) {
+        fatal("started as one of %d processes (mpirun), but this build has no MPI: install Open MPI "
+              "(openmpi-bin, libopenmpi-dev), then make clean and rebuild", launched);
+    }
+#endif
+    if (d->rank > 0 && freopen("/dev/null", "w", stdout) == NULL) { fatal("rank %d: cannot silence stdout", d->rank); }
+    fatal_rank = d->size > 1 ? d->rank : -1;  // errors name the rank
+}
+
+// sets up the shards of `n` parameters and the buffers the collectives need
+static inline void dist_attach(Dist* d, size_t n) {
+    d->n = n;
+    dist_shard(n, d->rank, d->size, &d->lo, &d->hi);
+    if (d->size == 1) { return; }
+    if (n / d->size + 1 > (size_t)INT_MAX / 4) { fatal("%zu parameters over %d ranks: shards too large for MPI", n, d->size); }
+    d->counts = (int*)malloc_check(d->size * sizeof(int), "shard sizes");
+    d->displs = (int*)malloc_check(d->size * sizeof(int), "shard starts");
+    for (int r = 0; r < d->size; r++) {
+        size_t lo, hi;
+        dist_shard(n, r, d->size, &lo, &hi);
+        d->counts[r] = (int)(hi - lo);
+        d->displs[r] = (int)lo;
+    }
+    d->gather = (float*)malloc_check((size_t)d->size * (d->hi - d->lo) * sizeof(float), "reduce-scatter buffer");
+}
+
+// ----------------------------------------------------------------------------
+// the collectives on host memory (MPI). With one rank they return at once.
+
+#ifdef USE_MPI
+// MPI's counts are ints: a datatype of `bytes` bytes keeps them small
+static inline MPI_Datatype dist_elem_type(size_t bytes) {
+    MPI_Datatype t;
+    MPI_Type_contiguous((int)bytes, MPI_BYTE, &t);
+    MPI_Type_commit(&t);
+    return t;
+}
+#endif
+
+// buf (n floats) on every rank -> buf[lo, hi) on rank r holds the sum over ranks of that shard,
+// added in rank order (deterministic for a given N); the rest of buf is left as it was
+static inline void dist_reduce_scatter_host(Dist* d, float* buf) {
+    if (d->size == 1) { return; }
+#ifdef USE_MPI
+    size_t len = d->hi - d->lo;
+    int* recv_counts = (int*)malloc_check(d->size * sizeof(int), "counts");
+    int* recv_displs = (int*)malloc_check(d->size * sizeof(int), "starts");
+    for (int r = 0; r < d->size; r++) { recv_counts[r] = (int)len; recv_displs[r] = (int)(r * len); }
+    MPI_Alltoallv(buf, d->counts, d->displs, MPI_FLOAT, d->gather, recv_counts, recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
+    free(recv_counts);
+    free(recv_displs);
+    float* out = buf + d->lo;
+    for (size_t i = 0; i < len; i++) {
+        float sum = d->gather[i];
+        for (int r = 1; r < d->size; r++) { sum += d->gather[r * len + i]; }
+        out[i] = sum;
+    }
+#else
+    (void)buf;
+#endif
+}
+
+// every rank's shard [lo, hi) of buf (elements of `bytes` bytes) to every rank
+static inline void dist_all_gather_host(Dist* d, void* buf, size_t bytes) {
+    if (d->size == 1) { return; }
+#ifdef USE_MPI
+    MPI_Datatype t = dist_elem_type(bytes);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, d->counts, d->displs, t, MPI_COMM_WORLD);
+    MPI_Type_free(&t);
+#else
+    (void)buf;
+    (void)bytes;
+#endif
+}
+
+// every rank's `shard` (its [lo, hi) of n floats) into full (n floats) on rank 0
+static inline void dist_gather_to_root(Dist* d, const float* shard, float* full) {
+    if (d->size == 1) {
+        if (full != shard) { memcpy(full, shard, d->n * sizeof(float)); }
+        return;
+    }
+#ifdef USE_MPI
+    MPI_Gatherv(shard, (int)(d->hi - d->lo), MPI_FLOAT, full, d->counts, d->displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
+#endif
+}
+
+// the sum over ranks of x, added in rank order, on every rank
+static inline double dist_sum(Dist* d, double x) {
+    if (d->size == 1) { return x; }
+    double total = 0.0;
+#ifdef USE_MPI
+    double* all = (double*)malloc_check(d->size * sizeof(double), "partial sums");
+    MPI_Allgather(&x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int r = 0; r < d->size; r++) { total += all[r]; }
+    free(all);
+#endif
+    return total;
+}
+
+// values[i] (n doubles) that exactly one rank computed (the others hold 0) to every rank; the
+// sums are exact (x + 0 = x), so no order matters
+static inline void dist_share(Dist* d, double* values, int n) {
+    if (d->size == 1) { return; }
+#ifdef USE_MPI
+    MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)values;
+    (void)n;
+#endif
+}
+
+// rank 0's *value to every rank
+static inline void dist_broadcast_int(Dist* d, int* value) {
+    if (d->size == 1) { return; }
+#ifdef USE_MPI
+    MPI_Bcast(value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#else
+    (void)value;
+#endif
+}
+
+static inline void dist_barrier(Dist* d) {
+    if (d->size == 1) { return; }
+#ifdef USE_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+static inline void dist_free(Dist* d) {
+    free(d->counts);
+    free(d->displs);
+    free(d->gather);
+    free(d->stage);
+#ifdef USE_MPI
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) { MPI_Finalize(); }
+#endif
+    memset(d, 0, sizeof(*d));
+}
+
+#endif // COMMON_DIST_H

@@ -1,0 +1,50 @@
+# tests/cudacpu/cudacpu.mk: our CUDA sources built with g++ through the CPU execution layer
+# (tests/cudacpu/README.md). The top-level Makefile includes this fragment.
+#   make tests/bin/test_gpt2cu_fp32_cpu    test_gpt2.cu, FP32 build, runs on the CPU
+#   make tests/bin/test_gpt2cu_cpu         the same, BF16 build
+#   make tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu   the trainer, both precisions
+#   make test-cudacpu                      what `make test` runs through the layer
+# The CUDA headers supply the types (no GPU, no CUDA library is used): CUDA_INCLUDE is found next
+# to nvcc or under /usr/local/cuda*; without them the targets say so and the test skips.
+
+CUDA_INCLUDE ?= $(firstword $(wildcard $(dir $(shell command -v $(NVCC) 2>/dev/null))../include/cuda_bf16.h \
+	/usr/local/cuda/include/cuda_bf16.h /usr/local/cuda-*/include/cuda_bf16.h))
+CUDACPU_INC = $(patsubst %/,%,$(dir $(CUDA_INCLUDE)))
+CUDACPU_OUT = tests/bin/cudacpu
+CUDACPU_SRC = $(CUDACPU_OUT)/src
+CUDACPU_CXX ?= g++
+CUDACPU_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra $(WERROR_CFLAGS) -I. -I$(CUDACPU_INC)
+CUDACPU_KERNEL_FLAGS = $(CUDACPU_CXXFLAGS) -include tests/cudacpu/cudacpu.h -Wno-unused-function
+CUDACPU_LAYER = tests/cudacpu/cudacpu.h tests/cudacpu/runtime.cpp tests/cudacpu/cublaslt.cpp
+CUDACPU_OBJS = $(CUDACPU_OUT)/runtime.o $(CUDACPU_OUT)/cublaslt.o
+
+.PHONY: test-cudacpu cudacpu-check-headers
+
+cudacpu-check-headers:
+	@[ -n "$(CUDA_INCLUDE)" ] || { echo "cudacpu: no CUDA headers found (set CUDA_INCLUDE=/path/to/cuda/include/cuda_bf16.h)"; exit 1; }
+
+$(CUDACPU_OUT)/%.o: tests/cudacpu/%.cpp tests/cudacpu/cudacpu.h | cudacpu-check-headers
+	@mkdir -p $(CUDACPU_OUT)
+	$(CUDACPU_CXX) $(CUDACPU_CXXFLAGS) -c $< -o $@
+
+# every CUDA source rewritten (tests/cudacpu/rewrite.sh), under the same relative name
+$(CUDACPU_SRC)/%: % tests/cudacpu/rewrite.sh
+	@mkdir -p $(dir $@)
+	sh tests/cudacpu/rewrite.sh $< $@
+
+CUDACPU_TRAIN_SRCS = $(CUDACPU_SRC)/train_gpt2.cu $(CUDACPU_SRC)/siamese.cuh $(CUDACPU_SRC)/attention.cuh
+CUDACPU_TEST_SRCS = $(CUDACPU_SRC)/test_gpt2.cu $(CUDACPU_TRAIN_SRCS)
+
+tests/bin/test_gpt2cu_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+tests/bin/test_gpt2cu_fp32_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
+test-cudacpu:
+	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-cudacpu: skipped: no CUDA headers (cuda_bf16.h) found"; \
+	else $(MAKE) --no-print-directory tests/bin/test_gpt2cu_fp32_cpu WERROR=$(WERROR) && \
+		bash tests/cudacpu/test_cudacpu.sh; fi

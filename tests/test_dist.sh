@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# tests/test_dist.sh: data-parallel training on several processes (common/dist.h) with the CPU
+# trainer, on a tiny fresh model (2 layers, C 32) and the default arithmetic data, one thread per
+# rank. make test runs it (`make test-dist`); it skips, saying why, without mpirun or an MPI build.
+#   a. 2 ranks against 1 process with the same total batch -d (4 micro-batches: 2 per rank):
+#      20 steps' losses and the validation losses agree to 1e-6 relative, the final weights closely
+#   b. two 2-rank runs are bit-identical (losses, norms, checkpoint files); so are -z 0 and -z 1
+#   c. a 2-rank run stopped at step 10 and resumed gives the same files as the run straight through;
+#      resumed with 1 rank from the 2-rank checkpoint (and with 2 from the 1-process one) it
+#      continues the same loss curve (1e-6 relative)
+#   d. a total batch that does not split over the ranks, a damaged shard: one error line, exit 1
+#   e. a killed rank ends the job with an error in under 10 s; the output folder's lock holds
+#      while the job runs and is gone after it; the checkpoints written before are resumable
+# KEEP=1 keeps the work folder. Closes with "N passed, N failed" (exit 1 when anything failed).
+set -u
+cd "$(dirname "$0")/.."
+TRAIN=${TRAIN:-./train_gpt2}
+CKPT_DIFF=${CKPT_DIFF:-tests/bin/ckpt_diff}
+MKSHARD=${MKSHARD:-tests/bin/mkshard}
+if ! command -v mpirun > /dev/null 2>&1; then
+    echo "test-dist: skipped: mpirun not found (bash dev/install_mpi.sh installs Open MPI from Debian's packages)"
+    exit 0
+fi
+if ! ldd "$TRAIN" 2>/dev/null | grep -q libmpi; then
+    echo "test-dist: skipped: $TRAIN was built without MPI (install Open MPI, then make clean && make train_gpt2)"
+    exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
+export OMP_NUM_THREADS=1
+unset TRAIN_GPT2_NAN_STEPS
+# -q: no banner of mpirun's own; two ranks may share a core on a busy machine
+MPIRUN=(mpirun -q --oversubscribe --bind-to none -np)
+KEEP=${KEEP:-0}
+TMP_ROOT=/tmp
+[ -d /dev/shm ] && [ -w /dev/shm ] && TMP_ROOT=/dev/shm
+W=$(mktemp -d "$TMP_ROOT/test_dist_XXXXXX")
+trap '[ "$KEEP" = 1 ] && echo "kept $W" || rm -rf "$W"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/       | /' "$2" | tail -n 20; return 0; }
+
+# train NAME RANKS FLAGS...: a run with -o $W/NAME (RANKS 0: without mpirun); sets $rc
+train() {
+    local name=$1 ranks=$2
+    shift 2
+    if [ "$ranks" = 0 ]; then
+        "$TRAIN" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
+    else
+        "${MPIRUN[@]}" "$ranks" "$TRAIN" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
+    fi
+    rc=$?
+    [ "$rc" = 0 ] || bad "$name: exit status $rc" "$W/$name.err"
+}
+# losses NAME [FIRST]: "step loss norm" of every step from FIRST on, then "val step loss acc"
+losses() {
+    awk -v first="${2:-1}" '{ s = ""; for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+        /train_loss=/ && v["step"] >= first { print v["step"], v["train_loss"], v["norm"] }
+        /val_loss=/ && v["step"] >= first { print "val", v["step"], v["val_loss"], v["arith_acc"] }' "$W/$1/main.log"
+}
+# agree TITLE A B: the loss columns of two `losses` listings agree to 1e-6 relative (same steps)
+agree() {
+    local report
+    report=$(paste -d' ' "$2" "$3" | awk '
+        { n++; if ($1 == "val") { a = $3; b = $7; k = "val " $2 } else { a = $2; b = $5; k = "step " $1 }
+          r = (a > b ? a - b : b - a) / (a > 0 ? a : -a); if (r > worst) { worst = r; at = k }
+          if ($1 != $4 && !($1 == "val" && $5 == "val")) bad = 1 }
+        END { if (n < 10 || bad) { print "mismatched listings"; exit 1 }
+              printf "%d values, worst relative difference %.2e (%s)\n", n, worst, at; exit worst > 1e-6 }')
+    if [ $? = 0 ]; then ok "$1: $report"; else bad "$1: $report"; fi
+}
+same_files() {  # same_files TITLE DIR_A DIR_B STEP: the checkpoint pair of STEP byte for byte
+    local s
+    s=$(printf %08d "$4")
+    if cmp -s "$2/model_$s.bin" "$3/model_$s.bin" && cmp -s "$2/state_$s.bin" "$3/state_$s.bin"; then
+        ok "$1: model_$s.bin and state_$s.bin identical"
+    else
+        bad "$1: model_$s.bin or state_$s.bin differ"
+    fi
+}
+
+make -s data/arithmetic > /dev/null || { echo "test-dist: cannot make data/arithmetic"; exit 1; }
+# 20 steps of 4 micro-batches of 4 x 32 tokens (one process) = 2 per rank (two ranks)
+F=(-e d2c32h2 -b 4 -t 32 -d 512 -x 20 -u 5 -v 10 -m 4 -k 16 -s 0 -n 10)
+
+# a. 2 ranks against 1 process
+train one 0 "${F[@]}"
+train two 2 "${F[@]}"
+losses one > "$W/one.txt"
+losses two > "$W/two.txt"
+agree "2 ranks vs 1 process, 20 steps and 3 validations" "$W/one.txt" "$W/two.txt"
+diff_line=$("$CKPT_DIFF" "$W/one/model_00000020.bin" "$W/two/model_00000020.bin")
+if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "final weights, 2 ranks vs 1: $diff_line"; else bad "final weights, 2 ranks vs 1: $diff_line"; fi
+grep -q "2 ranks (AdamW state sharded, ZeRO-1)" "$W/two.out" && grep -q "this rank's shard" "$W/two.out" \
+    && ok "the batch and memory lines name the ranks and the shard" || bad "batch/memory lines" "$W/two.out"
+if [ "$(grep -c '^step 20/20' "$W/two.out")" = 1 ] && [ ! -s "$W/two.err" ]; then
+    ok "rank 0 alone prints (one step 20 line, nothing on stderr)"
+else
+    bad "rank 0 alone prints" "$W/two.out"
+fi
+
+# b. repeatability
+train two_again 2 "${F[@]}"
+losses two_again > "$W/two_again.txt"
+cmp -s "$W/two.txt" "$W/two_again.txt" && ok "two 2-rank runs: same losses, norms and validations (bits)" \
+    || bad "two 2-rank runs differ" "$W/two_again.txt"
+same_files "two 2-rank runs" "$W/two" "$W/two_again" 20
+train two_z0 2 "${F[@]}" -z 0
+losses two_z0 > "$W/two_z0.txt"
+cmp -s "$W/two.txt" "$W/two_z0.txt" && ok "-z 0 (AdamW state on every rank) and -z 1 (sharded): same losses (bits)" \
+    || bad "-z 0 and -z 1 differ" "$W/two_z0.txt"
+same_files "-z 0 and -z 1" "$W/two" "$W/two_z0" 20
+
+# c. resume: 2 ranks from step 10 exactly; 1 rank from the 2-rank checkpoint; 2 ranks from 1 process's
+for run in resume_two:two:2 resume_one:two:0 resume_two_from_one:one:2; do
+    IFS=: read -r name from ranks <<< "$run"
+    mkdir -p "$W/$name"
+    cp "$W/$from/model_00000010.bin" "$W/$from/state_00000010.bin" "$W/$name/"
+    train "$name" "$ranks" "${F[@]}" -y 1
+    losses "$name" 11 > "$W/$name.txt"
+done
+losses two 11 > "$W/two_tail.txt"
+losses one 11 > "$W/one_tail.txt"
+cmp -s "$W/two_tail.txt" "$W/resume_two.txt" && ok "2 ranks: steps 11-20 after a resume from step 10 identical" \
+    || bad "2 ranks: resume differs" "$W/resume_two.txt"
+same_files "2 ranks: resumed vs straight" "$W/two" "$W/resume_two" 20
+agree "1 rank resumed from the 2-rank checkpoint of step 10 vs 2 ranks straight" "$W/two_tail.txt" "$W/resume_one.txt"
+agree "2 ranks resumed from the 1-process checkpoint of step 10 vs 1 process straight" "$W/one_tail.txt" \
+    "$W/resume_two_from_one.txt"
+
+# d. errors every rank meets: reported once
+expect_error() {  # expect_error TITLE NEEDLE CMD...: exit status 1, one stderr line "error: ..." with NEEDLE
+    local title=$1 needle=$2
+    shift 2
+    "$@" > "$W/err.out" 2> "$W/err.err"
+    local rc=$? lines first
+    lines=$(wc -l < "$W/err.err")
+    first=$(head -n 1 "$W/err.err")
+    if [ "$rc" = 1 ] && [ "$lines" = 1 ] && [[ "$first" == "error: "*"$needle"* ]]; then
+        ok "$title: $first"
+    else
+        bad "$title (exit status $rc, $lines lines)" "$W/err.err"
+    fi
+}
+expect_error "a total batch that does not split over 2 ranks" "does not split over 2 ranks" \
+    "${MPIRUN[@]}" 2 "$TRAIN" -e d2c32h2 -b 4 -t 32 -d 384 -x 2
+"$MKSHARD" "$W/bad_000.bin" 5000 300 > /dev/null  # ids up to 299: outside the vocabulary of 200
+expect_error "a shard with token ids outside the vocabulary, 2 ranks" "outside the vocabulary" \
+    "${MPIRUN[@]}" 2 "$TRAIN" -e data/test/siamese/model.bin -i "$W/bad_*.bin" -j "" -b 2 -t 16 -x 2 -s 0
+
+# e. a killed rank; the lock
+"${MPIRUN[@]}" 2 "$TRAIN" "${F[@]}" -x 1000000 -n 5 -o "$W/kill" > "$W/kill.out" 2> "$W/kill.err" &
+job=$!
+for _ in $(seq 1 600); do [ -e "$W/kill/model_00000005.bin" ] && break; sleep 0.1; done
+"$TRAIN" "${F[@]}" -o "$W/kill" > "$W/lock.out" 2> "$W/lock.err"
+grep -q "is in use by another run (pid" "$W/lock.err" && ok "the running 2-rank job holds the output folder: $(cat "$W/lock.err")" \
+    || bad "lock while the job runs" "$W/lock.err"
+rank1=""
+for p in $(pgrep -P "$job"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$p
+done
+if [ -z "$rank1" ]; then
+    bad "kill: rank 1 of the job not found" "$W/kill.err"
+    kill "$job" 2>/dev/null
+else
+    t0=$(date +%s.%N)
+    kill -9 "$rank1"
+    for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.05; done
+    t1=$(date +%s.%N)
+    kill -0 "$job" 2>/dev/null && { kill -9 "$job"; bad "kill: the job still runs 15 s after rank 1 was killed"; }
+    wait "$job"
+    jrc=$?
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    if [ "$jrc" != 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 10) }'; then
+        ok "rank 1 killed (SIGKILL): the job ended in $secs s with exit status $jrc"
+    else
+        bad "rank 1 killed: exit status $jrc after $secs s" "$W/kill.err"
+    fi
+    ls "$W/kill" | grep -q '\.tmp$' && bad "kill: .tmp files left behind" || true
+    newest=$(ls "$W/kill" | sed -n 's/^state_\([0-9]*\)\.bin$/\1/p' | sort | tail -n 1)
+    "${MPIRUN[@]}" 2 "$TRAIN" "${F[@]}" -x $((10#$newest + 1)) -n 5 -o "$W/kill" -y 1 > "$W/kill_resume.out" 2>&1 \
+        && grep -q "resumed from" "$W/kill_resume.out" \
+        && ok "after the kill: lock gone, resumed from step $((10#$newest)) with 2 ranks" \
+        || bad "after the kill: no resume" "$W/kill_resume.out"
+fi
+
+echo "test-dist: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tests/test_train_cu_cli.sh: train_gpt2cu reads its flags, data and checkpoint before it looks for
+# a GPU, so -h and every input error read the same with or without one.
+#
+#   bash tests/test_train_cu_cli.sh       (make test runs it where nvcc builds train_gpt2cu;
+#                                          TRAIN=... picks another build, CPU=... the CPU trainer)
+#
+# It checks that
+#   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared);
+#   - every flag error of tests/cli_flags.sh, a bad checkpoint and a token out of the vocabulary end
+#     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2;
+#   - a run with good input: without a GPU, one "error: no CUDA device ..." line, exit 1, and no run
+#     files in its output folder; where a device exists, it trains 2 steps and writes its checkpoint.
+set -u
+cd "$(dirname "$0")/.."
+TRAIN=${TRAIN:-./train_gpt2cu}
+CPU=${CPU:-./train_gpt2}
+MKSHARD=${MKSHARD:-tests/bin/mkshard}
+MODEL=data/test/siamese/model.bin
+CLI_TEST_NAME=test_train_cu_cli
+source tests/cli_lib.sh
+
+for bin in "$TRAIN" "$CPU" "$MKSHARD"; do [ -x "$bin" ] || { echo "error: $bin not built" >&2; exit 1; }; done
+mkdir -p "$W/data"
+"$MKSHARD" "$W/data/train_000.bin" 120 200 1
+T=(-i "$W/data/train_000.bin" -j "" -b 2 -t 8 -x 2 -s 0)
+
+# -h: the shared help, word for word but for the program name
+run help "$TRAIN" -h
+"$CPU" -h 2> /dev/null | sed "s|$CPU|PROGRAM|" > "$W/help_cpu"
+sed "s|$TRAIN|PROGRAM|" "$W/help.out" > "$W/help_gpu"
+if [ "$rc" -eq 0 ] && [ ! -s "$W/help.err" ] && grep -q -- "-x <int>" "$W/help.out" && cmp -s "$W/help_cpu" "$W/help_gpu"; then
+    ok "-h: exit 0, the same help as $CPU -h"
+else
+    echo "       exit status $rc"
+    bad "-h" "$W/help.err"
+fi
+
+source tests/cli_flags.sh
+
+# input errors found on the host: the checkpoint's header and the data against its vocabulary
+cp "$MODEL" "$W/magic.bin"
+put_int "$W/magic.bin" 0 12345
+expect_error "checkpoint wrong magic" "not a model checkpoint (bad magic 12345)" "$TRAIN" -e "$W/magic.bin" "${T[@]}"
+expect_error "checkpoint missing" "cannot open $W/none.bin" "$TRAIN" -e "$W/none.bin" "${T[@]}"
+"$MKSHARD" "$W/data/oov.bin" 100 300 4
+expect_error "data: token id out of the model's vocabulary" "outside the vocabulary of 200 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/oov.bin"
+
+# good input: without a GPU the one error says so, and the output folder holds no run files
+run good "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/good"
+if grep -q "^error: no CUDA device" "$W/good.err"; then
+    expect_error "good input without a GPU" "no CUDA device" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/nogpu"
+    check "good input without a GPU: no run files written" test -z "$(ls "$W/nogpu")"
+else
+    check "good input: 2 steps (exit status $rc)" test "$rc" -eq 0
+    check "good input: the step-2 checkpoint" test -f "$W/good/model_00000002.bin"
+fi
+
+cli_summary test_train_cu_cli
