@@ -70,8 +70,12 @@ inline const BlockState& block_state(const char* what) {
 void sync_block(const char* file, int line);
 // a warp-level exchange: every lane in `mask` posts `value` (8 bytes), the call returns what the
 // op selects (SHFL_*: a lane's value; VOTE: the ballot of the posted predicates; SYNC: nothing)
-enum WarpOp { WARP_SYNC, SHFL_IDX, SHFL_XOR, SHFL_UP, SHFL_DOWN, VOTE_BALLOT };
+enum WarpOp { WARP_SYNC, SHFL_IDX, SHFL_XOR, SHFL_UP, SHFL_DOWN, VOTE_BALLOT, WARP_COLLECTIVE, WARP_GATHER };
 uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line);
+// the collective operations of WMMA: all 32 lanes of the warp must call the same one (`what`);
+// warp_gather also returns the 32 values the lanes posted (valid until the caller's next warp operation)
+void warp_collective(const char* what, const char* file, int line);
+const uint64_t* warp_gather(uint64_t value, const char* what, const char* file, int line);
 
 template <typename T>
 inline T shuffle(WarpOp op, unsigned mask, T v, int arg, int width, const char* file, int line) {
@@ -121,6 +125,8 @@ struct Launch {
 
 // fails (like an illegal address on a GPU) unless [p, p + bytes) lies inside one device allocation
 void check_device_range(const void* p, size_t bytes, const char* what);
+
+inline int lane_id() { return thread_state("a lane id").linear % 32; }
 
 inline void* dynamic_smem() { return block_state("extern __shared__").dynamic_smem; }
 
@@ -176,5 +182,7 @@ inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+
+#include "wmma.h"
 
 #endif  // CUDACPU_H

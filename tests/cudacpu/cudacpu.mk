@@ -15,7 +15,7 @@ CUDACPU_SRC = $(CUDACPU_OUT)/src
 CUDACPU_CXX ?= g++
 CUDACPU_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra $(WERROR_CFLAGS) -I. -I$(CUDACPU_INC)
 CUDACPU_KERNEL_FLAGS = $(CUDACPU_CXXFLAGS) -include tests/cudacpu/cudacpu.h -Wno-unused-function
-CUDACPU_LAYER = tests/cudacpu/cudacpu.h tests/cudacpu/runtime.cpp tests/cudacpu/cublaslt.cpp
+CUDACPU_HEADERS = tests/cudacpu/cudacpu.h tests/cudacpu/wmma.h
 CUDACPU_OBJS = $(CUDACPU_OUT)/runtime.o $(CUDACPU_OUT)/cublaslt.o
 
 .PHONY: test-cudacpu cudacpu-check-headers
@@ -23,7 +23,7 @@ CUDACPU_OBJS = $(CUDACPU_OUT)/runtime.o $(CUDACPU_OUT)/cublaslt.o
 cudacpu-check-headers:
 	@[ -n "$(CUDA_INCLUDE)" ] || { echo "cudacpu: no CUDA headers found (set CUDA_INCLUDE=/path/to/cuda/include/cuda_bf16.h)"; exit 1; }
 
-$(CUDACPU_OUT)/%.o: tests/cudacpu/%.cpp tests/cudacpu/cudacpu.h | cudacpu-check-headers
+$(CUDACPU_OUT)/%.o: tests/cudacpu/%.cpp $(CUDACPU_HEADERS) | cudacpu-check-headers
 	@mkdir -p $(CUDACPU_OUT)
 	$(CUDACPU_CXX) $(CUDACPU_CXXFLAGS) -c $< -o $@
 
@@ -35,16 +35,20 @@ $(CUDACPU_SRC)/%: % tests/cudacpu/rewrite.sh
 CUDACPU_TRAIN_SRCS = $(CUDACPU_SRC)/train_gpt2.cu $(CUDACPU_SRC)/siamese.cuh $(CUDACPU_SRC)/attention.cuh
 CUDACPU_TEST_SRCS = $(CUDACPU_SRC)/test_gpt2.cu $(CUDACPU_TRAIN_SRCS)
 
-tests/bin/test_gpt2cu_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+tests/bin/test_gpt2cu_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/test_gpt2cu_fp32_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+tests/bin/test_gpt2cu_fp32_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h
+tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
+# the layer's own WMMA check (plain CUDA: it builds with nvcc as well)
+tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
 test-cudacpu:
 	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-cudacpu: skipped: no CUDA headers (cuda_bf16.h) found"; \
-	else $(MAKE) --no-print-directory tests/bin/test_gpt2cu_fp32_cpu WERROR=$(WERROR) && \
+	else $(MAKE) --no-print-directory tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_wmma_cpu WERROR=$(WERROR) && \
 		bash tests/cudacpu/test_cudacpu.sh; fi

@@ -110,6 +110,7 @@ struct Fiber {
     const char* file;  // where it waits
     int line;
     WarpOp op;
+    const char* what;  // WARP_COLLECTIVE, WARP_GATHER: the WMMA call
     unsigned mask;
     uint64_t value, result;
     int arg, width;
@@ -129,6 +130,7 @@ struct Worker {
     size_t stack_size;
     BlockState block;
     std::vector<unsigned char> smem;
+    std::vector<uint64_t> gathered;  // 32 per warp: what the lanes posted at the last warp_gather
     void (*body)(void*);
     void* ctx;
     const LaunchConfig* cfg;
@@ -306,8 +308,14 @@ static const char* op_name(WarpOp op) {
         case SHFL_UP: return "__shfl_up_sync";
         case SHFL_DOWN: return "__shfl_down_sync";
         case VOTE_BALLOT: return "a warp vote (__ballot_sync/__any_sync/__all_sync)";
+        case WARP_COLLECTIVE:
+        case WARP_GATHER: return "a WMMA operation";
     }
     return "?";
+}
+
+static const char* fiber_op_name(const Fiber* f) {
+    return f->op == WARP_COLLECTIVE || f->op == WARP_GATHER ? f->what : op_name(f->op);
 }
 
 static Worker* running_worker(const char* what) {
@@ -341,6 +349,7 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
     }
     f->state = AT_WARP_OP;
     f->op = op;
+    f->what = NULL;
     f->mask = mask;
     f->value = value;
     f->arg = arg;
@@ -349,6 +358,28 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
     f->line = line;
     switch_to_scheduler(w, f);
     return f->result;
+}
+
+static uint64_t warp_wmma(WarpOp op, uint64_t value, const char* what, const char* file, int line) {
+    Worker* w = running_worker(what);
+    Fiber* f = w->running;
+    f->state = AT_WARP_OP;
+    f->op = op;
+    f->what = what;
+    f->mask = 0xffffffffu;
+    f->value = value;
+    f->arg = 0;
+    f->width = 32;
+    f->file = file;
+    f->line = line;
+    switch_to_scheduler(w, f);
+    return f->result;
+}
+
+void warp_collective(const char* what, const char* file, int line) { warp_wmma(WARP_COLLECTIVE, 0, what, file, line); }
+
+const uint64_t* warp_gather(uint64_t value, const char* what, const char* file, int line) {
+    return (const uint64_t*)(uintptr_t)warp_wmma(WARP_GATHER, value, what, file, line);
 }
 
 // the lane whose value lane `lane` receives, or -1 for its own
@@ -377,12 +408,12 @@ static bool resolve_warps(Worker* w) {
             unsigned mask = f->mask;
             if (!(mask & (1u << l))) {
                 where(at, sizeof(at), w, f);
-                fail("%s at %s:%d: mask 0x%08x does not include the calling lane %d (%s)", op_name(f->op), f->file,
+                fail("%s at %s:%d: mask 0x%08x does not include the calling lane %d (%s)", fiber_op_name(f), f->file,
                      f->line, mask, l, at);
             }
             if (lanes < 32 && (mask >> lanes) != 0) {
                 where(at, sizeof(at), w, f);
-                fail("%s at %s:%d: mask 0x%08x names lanes beyond the %d lanes of this warp (%s)", op_name(f->op),
+                fail("%s at %s:%d: mask 0x%08x names lanes beyond the %d lanes of this warp (%s)", fiber_op_name(f),
                      f->file, f->line, mask, lanes, at);
             }
             bool all = true;
@@ -392,15 +423,15 @@ static bool resolve_warps(Worker* w) {
                 if (g->state == DONE) {
                     if (f->op == WARP_SYNC) { continue; }  // __syncwarp may name exited threads
                     where(at, sizeof(at), w, f);
-                    fail("%s at %s:%d: mask 0x%08x names lane %d, which has exited (%s)", op_name(f->op), f->file,
+                    fail("%s at %s:%d: mask 0x%08x names lane %d, which has exited (%s)", fiber_op_name(f), f->file,
                          f->line, mask, k, at);
                 }
                 if (g->state != AT_WARP_OP) { all = false; continue; }
-                if (g->op != f->op || g->mask != mask) {
+                if (g->op != f->op || g->mask != mask || g->what != f->what) {
                     where(at, sizeof(at), w, f);
                     fail("lanes of one warp meet at different warp operations: lane %d at %s (mask 0x%08x) %s:%d, "
                          "lane %d at %s (mask 0x%08x) %s:%d (%s)",
-                         l, op_name(f->op), mask, f->file, f->line, k, op_name(g->op), g->mask, g->file, g->line, at);
+                         l, fiber_op_name(f), mask, f->file, f->line, k, fiber_op_name(g), g->mask, g->file, g->line, at);
                 }
             }
             if (!all) { continue; }
@@ -416,7 +447,11 @@ static bool resolve_warps(Worker* w) {
                 if (g->state != AT_WARP_OP) { continue; }
                 if (g->op == VOTE_BALLOT) {
                     g->result = ballot;
-                } else if (g->op != WARP_SYNC) {
+                } else if (g->op == WARP_GATHER) {
+                    uint64_t* table = &w->gathered[(size_t)base];
+                    table[k] = g->value;
+                    g->result = (uint64_t)(uintptr_t)table;
+                } else if (g->op != WARP_SYNC && g->op != WARP_COLLECTIVE) {
                     int src = shuffle_source(g, k);
                     if (src < 0 || src >= lanes || !(mask & (1u << src))) {
                         where(at, sizeof(at), w, g);
@@ -483,11 +518,11 @@ static void resolve(Worker* w) {
     }
     if (at_bar > 0 && first_warp) {
         fail("deadlock: %d threads wait at __syncthreads (%s:%d) while %d wait at %s (%s:%d) (%s)", at_bar,
-             first_bar->file, first_bar->line, at_warp, op_name(first_warp->op), first_warp->file, first_warp->line,
+             first_bar->file, first_bar->line, at_warp, fiber_op_name(first_warp), first_warp->file, first_warp->line,
              at);
     }
     fail("deadlock: %d threads wait at warp operations that cannot complete, e.g. %s at %s:%d (%s)", at_warp,
-         first_warp ? op_name(first_warp->op) : "?", first_warp ? first_warp->file : "?",
+         first_warp ? fiber_op_name(first_warp) : "?", first_warp ? first_warp->file : "?",
          first_warp ? first_warp->line : 0, at);
 }
 
@@ -559,6 +594,7 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
     w->ctx = ctx;
     w->cfg = &cfg;
     w->smem.resize(cfg.smem > 0 ? cfg.smem : 1);
+    w->gathered.resize(((size_t)threads + 31) / 32 * 32);
     w->block.block_dim = b;
     w->block.grid_dim = g;
     w->block.dynamic_smem = cfg.smem > 0 ? w->smem.data() : NULL;

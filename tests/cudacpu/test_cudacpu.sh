@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_cudacpu.sh: test_gpt2.cu (the CUDA trainer's parity test) executed on the CPU
 # through the execution layer (tests/cudacpu/README.md), under more than one thread schedule.
-# Needs tests/bin/test_gpt2cu_fp32_cpu (make test-cudacpu builds it and runs this).
+# Needs tests/bin/test_gpt2cu_fp32_cpu and tests/bin/test_wmma_cpu (make test-cudacpu builds them
+# and runs this).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,6 +23,15 @@ run_test() {
         failed=1
     fi
 }
+
+# the software WMMA against a double-precision matmul (every shape, type and layout)
+if tests/bin/test_wmma_cpu > "$log" 2>&1; then
+    echo "test-cudacpu: WMMA: $(grep -c ' ok$' "$log") cases passed"
+else
+    cat "$log"
+    echo "test-cudacpu: WMMA: FAILED"
+    failed=1
+fi
 
 # FP32 (every mode, both GELU paths within one run): threads of a block in reverse order, then a
 # seeded shuffle (a missing barrier shows under one or the other)
