@@ -49,6 +49,7 @@ line says so). The tile is 64 rows (4 warps), or 32 or 16 when the shared memory
 #define ATTENTION_CUH
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <cuda_runtime.h>
 
@@ -78,8 +79,10 @@ __host__ __device__ inline void flash_smem_counts(int kind, int c[5]) {
     for (int i = 0; i < 5; i++) { c[i] = counts[kind][i]; }
 }
 
-// carves the block's dynamic shared memory (base NULL: only the size); returns the bytes
+// carves the block's dynamic shared memory (base NULL: only the size); returns the bytes. Every
+// tile starts 128-byte aligned (WMMA needs 32), whatever the alignment of the base: 128 bytes of slack.
 __host__ __device__ inline size_t flash_smem_carve(FlashSmem* s, unsigned char* base, int kind, int tile, int HS) {
+    if (base) { base += (128 - (uintptr_t)base % 128) % 128; }
     int c[5];
     flash_smem_counts(kind, c);
     s->ld_x = HS + 8;
@@ -102,7 +105,7 @@ __host__ __device__ inline size_t flash_smem_carve(FlashSmem* s, unsigned char* 
             }
         }
     }
-    return off;
+    return off + 128;  // with the slack for the alignment
 }
 
 // S (16 x n, fp32) = A (16 x HS) . B^T, B (n x HS): one warp, every operand in shared memory
