@@ -1106,7 +1106,7 @@ typedef struct {
     float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
     float* dy;    // (B, T, C) dL/d(stream Y)
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* ds;    // (B, T, C) siamese: dL/ds
+    float* dr;    // (B, T, C) siamese: dL/dr, r = a + LN(y)
     float* da;    // (B, T, C) siamese: dL/da
     float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
 } ScratchF;
@@ -1585,7 +1585,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         case NORM_SIAMESE:
             cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
             cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-            siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, final_norms(g), final_norms(p),
+            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, final_norms(g), final_norms(p),
                                    final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
             break;
     }
@@ -1617,7 +1617,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
                 siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
                 block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-                siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, sublayer_norms(g, l, s, C),
+                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, sublayer_norms(g, l, s, C),
                                        sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
                                        a->lnsum + k * N, BT, C);
                 break;
