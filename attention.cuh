@@ -53,7 +53,10 @@ line says so). The tile is 64 rows (4 warps), or 32 or 16 when the shared memory
 #include <stdio.h>
 #include <cuda_runtime.h>
 
-#ifndef ENABLE_FP32
+// tensor cores for bf16 tiles where the GPU has them (sm_80 on); fp32 loops otherwise (the FP32
+// build, and a device pass for an older architecture, which the bf16 build refuses to run on)
+#if !defined(ENABLE_FP32) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define FA_WMMA 1
 #include <mma.h>
 #endif
 
@@ -110,11 +113,11 @@ __host__ __device__ inline size_t flash_smem_carve(FlashSmem* s, unsigned char* 
 
 // S (16 x n, fp32) = A (16 x HS) . B^T, B (n x HS): one warp, every operand in shared memory
 __device__ inline void fa_warp_scores(float* S, int lds, const floatX* A, const floatX* Bm, int ldx, int n, int HS) {
-#ifdef ENABLE_FP32
+#ifndef FA_WMMA
     for (int e = threadIdx.x % 32; e < FA_WARP_ROWS * n; e += 32) {
         int r = e / n, j = e % n;
         float dot = 0.0f;
-        for (int c = 0; c < HS; c++) { dot += A[r * ldx + c] * Bm[j * ldx + c]; }
+        for (int c = 0; c < HS; c++) { dot += (float)A[r * ldx + c] * (float)Bm[j * ldx + c]; }
         S[r * lds + j] = dot;
     }
 #else
@@ -138,11 +141,11 @@ __device__ inline void fa_warp_scores(float* S, int lds, const floatX* A, const 
 // O (16 x HS, fp32) += P (16 x n) . V (n x HS): one warp, every operand in shared memory
 __device__ inline void fa_warp_accumulate(float* O, int ldo, const floatX* P, int ldp, const floatX* V, int ldx, int n,
                                           int HS) {
-#ifdef ENABLE_FP32
+#ifndef FA_WMMA
     for (int e = threadIdx.x % 32; e < FA_WARP_ROWS * HS; e += 32) {
         int r = e / HS, c = e % HS;
         float sum = 0.0f;
-        for (int j = 0; j < n; j++) { sum += P[r * ldp + j] * V[j * ldx + c]; }
+        for (int j = 0; j < n; j++) { sum += (float)P[r * ldp + j] * (float)V[j * ldx + c]; }
         O[r * ldo + c] += sum;
     }
 #else
