@@ -1793,7 +1793,15 @@ int main(int argc, char** argv) {
 
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
-    cudaCheck(cudaSetDevice(0));
+    // one GPU per rank (common/dist.h); ranks can share one only without NCCL (sums through the host)
+    int gpus = 0;
+    cudaCheck(cudaGetDeviceCount(&gpus));
+#ifdef USE_NCCL
+    if (run.dist.local_rank >= gpus) {
+        fatal("%d ranks on this machine need a GPU each; it has %d", run.dist.local_rank + 1, gpus);
+    }
+#endif
+    cudaCheck(cudaSetDevice(run.dist.local_rank % gpus));
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
