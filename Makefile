@@ -208,7 +208,7 @@ tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
 test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic \
-	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu)
+	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu)
 	bash tests/test_dist.sh
 
 # the kernels behind TRAIN_GPT2CU_KERNELS through the CPU execution layer: a shape the stored dumps
