@@ -495,9 +495,10 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these (and the batched attention products): it builds
-// the descriptors, asks the heuristic for its best algorithms (up to LT_MAX_ALGOS, fastest first)
-// and runs the first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
+// matmul_lt is the one call behind all of these (and the batched attention products): at a shape's
+// first call it builds the descriptors and asks the heuristic for its best algorithms (up to
+// LT_MAX_ALGOS, fastest first), keeping both in a plan for that shape (LtPlan below), and runs the
+// first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
 // set and no algorithm ran, e.g. for a fused GELU epilogue; otherwise that is a fatal error.
 
 static cublasLtHandle_t lt_handle;
@@ -568,66 +569,145 @@ static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, 
            failed, s->m, s->n, s->k, s->batch, (int)s->epilogue, cublasGetStatusString(st), outcome);
 }
 
-static int matmul_lt(const MatmulSpec* s, int allow_missing) {
+// A plan per matmul shape: its descriptors and the heuristic's algorithms, built at the shape's
+// first call and reused by every later one (a step makes each shape's call dozens of times, and
+// building descriptors and asking the heuristic costs more than a small matmul's run). The key is
+// everything the descriptors and the heuristic depend on but the pointers themselves: shape,
+// transposes, leading dimensions, batch and strides, output type, epilogue and the pointers'
+// alignments. The bias and aux pointers are set on the descriptor at each call. `next` is the
+// algorithm that ran the last time, so later calls run that one at once: the same arithmetic at
+// every step, and no algorithm that failed at run time is tried again. A full table still works:
+// the call builds a plan, uses it and destroys it.
+typedef struct {
+    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux, batch;
+    long long stride_a, stride_b, stride_d;
+    cudaDataType_t d_type;
+    cublasLtEpilogue_t epilogue;
+    uint32_t align_a, align_b, align_d;
+} LtKey;
+
+typedef struct {
+    LtKey key;
     cublasLtMatmulDesc_t desc;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, LT_COMPUTE, CUDA_R_32F));
-    cublasOperation_t ta = s->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    cublasLtEpilogue_t epi = s->epilogue;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
+    int found;                 // how many algorithms the heuristic offered
+    cublasStatus_t heuristic;  // the status of the heuristic query
+    int next;                  // the first algorithm to try: the one that ran last time (found: none ran)
+} LtPlan;
+
+#define LT_MAX_PLANS 64
+static LtPlan lt_plans[LT_MAX_PLANS];
+static int lt_num_plans = 0;
+
+static LtKey lt_key(const MatmulSpec* s) {
+    LtKey key;
+    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
+    key.m = s->m, key.n = s->n, key.k = s->k, key.transa = s->transa, key.transb = s->transb;
+    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0, key.batch = s->batch;
+    key.stride_a = s->stride_a, key.stride_b = s->stride_b, key.stride_d = s->stride_d;
+    key.d_type = s->d_type, key.epilogue = s->epilogue;
+    // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
+    size_t xs = sizeof(floatX), ds = s->d_type == CUDA_R_32F ? 4 : sizeof(floatX);
+    key.align_a = lt_alignment(s->A, s->batch > 1 ? s->stride_a * (long long)xs : 0);
+    key.align_b = lt_alignment(s->B, s->batch > 1 ? s->stride_b * (long long)xs : 0);
+    key.align_d = lt_alignment(s->D, s->batch > 1 ? s->stride_d * (long long)ds : 0);
+    return key;
+}
+
+// the per-call pointers of the epilogue
+static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* s) {
     if (s->bias) {
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s->bias, sizeof(s->bias)));
     }
     if (s->aux) {
-        int64_t ld_aux = s->ld_aux;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &s->aux, sizeof(s->aux)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+    }
+}
+
+static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* s) {
+    p->key = *key;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, LT_COMPUTE, CUDA_R_32F));
+    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtEpilogue_t epi = key->epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    lt_set_pointers(p->desc, s);
+    if (s->aux) {
+        int64_t ld_aux = key->ld_aux;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
     }
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    cublasLtMatrixLayout_t la, lb, ld;
-    lt_layout(&la, CUDA_R_X, s->transa ? s->k : s->m, s->transa ? s->m : s->k, s->lda, s->batch, s->stride_a);
-    lt_layout(&lb, CUDA_R_X, s->transb ? s->n : s->k, s->transb ? s->k : s->n, s->ldb, s->batch, s->stride_b);
-    lt_layout(&ld, s->d_type, s->m, s->n, s->ldd, s->batch, s->stride_d);
+    lt_layout(&p->la, CUDA_R_X, key->transa ? key->k : key->m, key->transa ? key->m : key->k, key->lda, key->batch,
+              key->stride_a);
+    lt_layout(&p->lb, CUDA_R_X, key->transb ? key->n : key->k, key->transb ? key->k : key->n, key->ldb, key->batch,
+              key->stride_b);
+    lt_layout(&p->ld, key->d_type, key->m, key->n, key->ldd, key->batch, key->stride_d);
 
-    // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
-    size_t xs = sizeof(floatX), ds = s->d_type == CUDA_R_32F ? 4 : sizeof(floatX);
-    uint32_t align_a = lt_alignment(s->A, s->batch > 1 ? s->stride_a * (long long)xs : 0);
-    uint32_t align_b = lt_alignment(s->B, s->batch > 1 ? s->stride_b * (long long)xs : 0);
-    uint32_t align_d = lt_alignment(s->D, s->batch > 1 ? s->stride_d * (long long)ds : 0);
     uint64_t ws = LT_WORKSPACE_BYTES;
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-
-    // the heuristic's candidates, fastest first; one that fails at run time (cuBLASLt returns an
-    // error and computes nothing) gives way to the next
-    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
-    int found = 0, ran = 0, tried = 0;
-    cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, LT_MAX_ALGOS,
-                                                              results, &found);
-    if (heuristic != CUBLAS_STATUS_SUCCESS) { found = 0; }
-    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;  // the status of the last algorithm that failed
-    for (int i = 0; i < found && !ran; i++) {
-        if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        tried++;
-        cublasStatus_t st = cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
-                                           &results[i].algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        ran = st == CUBLAS_STATUS_SUCCESS;
-        if (!ran) {
-            last = st;
-            (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
-        }
-    }
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a,
+                                                     sizeof(key->align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b,
+                                                     sizeof(key->align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_d,
+                                                     sizeof(key->align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_d,
+                                                     sizeof(key->align_d)));
+    // the heuristic's candidates, fastest first
+    p->found = 0;
+    p->heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
+                                                  p->results, &p->found);
+    if (p->heuristic != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
+    p->next = 0;
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
+}
+
+static void lt_plan_destroy(LtPlan* p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
+    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+}
+
+static int matmul_lt(const MatmulSpec* s, int allow_missing) {
+    LtKey key = lt_key(s);
+    LtPlan* p = NULL;
+    for (int i = 0; i < lt_num_plans && p == NULL; i++) {
+        if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
+    }
+    LtPlan transient;
+    if (p == NULL) {
+        p = lt_num_plans < LT_MAX_PLANS ? &lt_plans[lt_num_plans++] : &transient;
+        lt_plan_build(p, &key, s);
+    } else {
+        lt_set_pointers(p->desc, s);
+    }
+
+    // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
+    // and computes nothing) gives way to the next
+    int ran = 0, tried = 0;
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;  // the status of the last algorithm that failed
+    int i = p->next;
+    for (; i < p->found; i++) {
+        const cublasLtMatmulHeuristicResult_t* r = &p->results[i];
+        if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
+        tried++;
+        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &s->alpha, s->A, p->la, s->B, p->lb, &s->beta, s->D,
+                                           p->ld, s->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            ran = 1;
+            break;
+        }
+        last = st;
+        (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
+    }
+    p->next = i;  // the one that ran, or found: none runs
+    cublasStatus_t heuristic = p->heuristic;
+    if (p == &transient) { lt_plan_destroy(p); }
     if (ran) {
         if (tried > 1) { lt_note_failure(s, tried - 1, last, "another algorithm ran instead"); }
         cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
@@ -1696,6 +1776,8 @@ static void cuda_teardown(void) {
     cudaCheck(cudaFree(column_partials));
     column_partials = NULL;
     column_partials_cols = 0;
+    for (int i = 0; i < lt_num_plans; i++) { lt_plan_destroy(&lt_plans[i]); }
+    lt_num_plans = 0;
     cublasCheck(cublasLtDestroy(lt_handle));
 }
 

@@ -10,7 +10,9 @@ the functions below stand in front of the layer's own:
                      every matmul must run the second.
 
 Either way test_gpt2cu must pass every check, and train_gpt2.cu says once what happened
-(tests/test_lt_fault.sh checks both).
+(tests/test_lt_fault.sh checks both). At exit it prints how many heuristic queries and matmul
+calls the run made: with train_gpt2.cu's plan per shape, a shape's query is made once, however
+often the shape runs.
 */
 #include <cublasLt.h>
 #include <stdio.h>
@@ -20,6 +22,12 @@ Either way test_gpt2cu must pass every check, and train_gpt2.cu says once what h
 #include <map>
 
 static std::map<const void*, cublasLtEpilogue_t> epilogues;  // per descriptor, as it was set
+static long heuristic_queries = 0, matmul_calls = 0;
+
+static void print_counts(void) {
+    printf("lt_fault: %ld heuristic queries for %ld matmul calls\n", heuristic_queries, matmul_calls);
+}
+static const int counts_printed_at_exit = atexit(print_counts);
 
 static int fault_is(const char* mode) {
     const char* v = getenv("LT_FAULT");
@@ -41,6 +49,7 @@ extern "C" cublasStatus_t lt_fault_heuristic(cublasLtHandle_t handle, cublasLtMa
                                              cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t ld,
                                              cublasLtMatmulPreference_t pref, int requested,
                                              cublasLtMatmulHeuristicResult_t results[], int* found) {
+    heuristic_queries++;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, ld, pref, requested, results, found);
     if (st == CUBLAS_STATUS_SUCCESS && fault_is("first") && *found == 1 && requested >= 2) {
         results[1] = results[0];
@@ -56,6 +65,7 @@ extern "C" cublasStatus_t lt_fault_matmul(cublasLtHandle_t handle, cublasLtMatmu
                                           cublasLtMatrixLayout_t lc, void* D, cublasLtMatrixLayout_t ld,
                                           const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                                           cudaStream_t stream) {
+    matmul_calls++;
     cublasLtEpilogue_t e = epilogues.count(desc) ? epilogues[desc] : CUBLASLT_EPILOGUE_DEFAULT;
     if (fault_is("gelu") && (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU)) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
