@@ -103,17 +103,32 @@ endif
 CUDA_SOURCES = train_gpt2.cu siamese.cuh $(COMMON_HEADERS)
 
 # rebuild the CUDA binaries when PRECISION or GPU_ARCH change
+# several GPUs (common/dist.h, doc/distributed.md): the trainer gets MPI (to launch) where the C
+# trainer does (MPI=1), and NCCL (to sum the gradients) where nccl.h is beside nvcc's headers;
+# NCCL=0 leaves NCCL out (the sums then go through host memory, with MPI)
+NVCC_ROOT := $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))..)
+NCCL ?= $(if $(wildcard $(NVCC_ROOT)/include/nccl.h),1,0)
+ifeq ($(MPI),1)
+  NVCC_DIST_FLAGS = $(MPI_CFLAGS) -DOMPI_SKIP_MPICXX  # the C API only (its C++ bindings do not build warning-free)
+  NVCC_DIST_LDLIBS = $(MPI_LDLIBS)
+  ifeq ($(NCCL),1)
+    NVCC_DIST_FLAGS += -DUSE_NCCL
+    NVCC_DIST_LDLIBS += -L$(NVCC_ROOT)/lib -L$(NVCC_ROOT)/lib64 -lnccl
+  endif
+endif
+
 .cuda_flags: FORCE
-	@echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' | cmp -s - $@ || echo '$(NVCC_FLAGS) $(PRECISION_FLAGS)' > $@
+	@echo '$(NVCC_FLAGS) $(PRECISION_FLAGS) $(NVCC_DIST_FLAGS)' | cmp -s - $@ || \
+		echo '$(NVCC_FLAGS) $(PRECISION_FLAGS) $(NVCC_DIST_FLAGS)' > $@
 
 train_gpt2cu: $(CUDA_SOURCES) .cuda_flags
-	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $(NVCC_DIST_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(NVCC_DIST_LDLIBS)
 
 test_gpt2cu: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) $(PRECISION_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
 train_gpt2cu_fp32: $(CUDA_SOURCES) .cuda_flags
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $(NVCC_DIST_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(NVCC_DIST_LDLIBS)
 
 test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
@@ -186,11 +201,13 @@ test-plot:
 	else echo "test-plot: skipped: python3 not found"; fi
 
 # several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on
-# and off, errors, a killed rank (skipped without Open MPI: bash dev/install_mpi.sh installs it)
+# and off, errors, a killed rank; the CUDA trainer's path through the CPU execution layer (skipped
+# without Open MPI: bash dev/install_mpi.sh installs it)
 tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
-test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic
+test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic \
+	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu)
 	bash tests/test_dist.sh
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \

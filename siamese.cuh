@@ -29,8 +29,8 @@ The model (dev/MODEL.md). Two residual streams, X (post-norm-like) and Y (pre-no
 share every block F (attention or MLP). Around each block, per row of C channels:
 
     input side      a = LN(x; lnx)              normalise X
-                    s = a + LN(y; lny)          both streams meet
-                    u = LN(s; ln)               the block input
+                    r = a + LN(y; lny)          both streams meet
+                    u = LN(r; ln)               the block input
     the block       z = F(u)                    matmuls, attention: the expensive part, run ONCE
     update side     x_next = a + z / c_l        X takes the update scaled by 1/c_l
                     y_next = y + z              Y takes it whole (the identity path)
@@ -41,8 +41,8 @@ Why a fused kernel. The input side is three LayerNorms and an add: all memory-bo
 touching a few numbers per element loaded. Done as separate kernels it would read and write
 (N, C) tensors seven times. One warp per row does it all while the row is hot in L1/L2:
 it reads x and y, computes the statistics of LN(x) and LN(y) in fp32 (two passes each: mean,
-then the variance around it), writes a and s, computes the statistics of s from the values it
-just wrote (so that the backward pass, which recomputes s-hat from the stored s, sees exactly
+then the variance around it), writes a and r, computes the statistics of r from the values it
+just wrote (so that the backward pass, which recomputes r-hat from the stored r, sees exactly
 what the forward pass normalised) and writes u. It saves the six (mean, rstd) numbers per row.
 The update side is a plain element-wise kernel (kept separate for clarity: it could be folded
 into the next sublayer's input kernel, saving one write and one read of x_next and y_next).
@@ -51,18 +51,18 @@ Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
 
     dz = dx_next / c + dy_next                           (siamese_update_backward, before the block)
     ... the block's backward turns dz into du = dL/du ...
-    ds = LN_back(du; s, ln)                              the block-input LN
-    da = ds + dx_next                                    a feeds both s and x_next
-    dy = dy_next + LN_back(ds; y, lny)                   Y: identity path plus its LN
+    dr = LN_back(du; r, ln)                              the block-input LN
+    da = dr + dx_next                                    a feeds both r and x_next
+    dy = dy_next + LN_back(dr; y, lny)                   Y: identity path plus its LN
     dx = LN_back(da; x, lnx)                             X: only through its LN
 
 which is again one warp per row (siamese_input_backward_kernel): three LN backwards chained in
-registers and L1. It writes ds and da to scratch because the LayerNorm PARAMETER gradients are
+registers and L1. It writes dr and da to scratch because the LayerNorm PARAMETER gradients are
 sums over all rows: those come from the deterministic column-sum kernel of train_gpt2.cu
 (column_grads: fixed-order sums through shared memory, no atomics), run once for the three
 LayerNorms of the sublayer together (three jobs, blockIdx.y picks one).
 
-Precision: the streams and a, s, u are floatX (bf16 by default); the statistics and every
+Precision: the streams and a, r, u are floatX (bf16 by default); the statistics and every
 gradient here are fp32.
 */
 #ifndef SIAMESE_CUH
@@ -87,50 +87,51 @@ typedef struct {
 } SiameseStats;
 
 // ----------------------------------------------------------------------------
-// (a), (c): the input side. a_out may be NULL (the final merge does not need a).
+// The input side, forward: a = LN(x), r = a + LN(y), u = LN(r). a_out may be NULL (the final merge
+// does not need a).
 
-__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* s_out, floatX* u_out, SiameseStats st,
+__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                              const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    size_t o = (size_t)r * C;
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
     float2 sx = ln_row_stats(x + o, C, lane);
     float2 sy = ln_row_stats(y + o, C, lane);
-    // s = LN(x) + LN(y); its statistics are taken over the stored (rounded) values
-    floatX* s = s_out + o;
+    // r = LN(x) + LN(y); its statistics are taken over the stored (rounded) values
+    floatX* r = r_out + o;
     float sum = 0.0f;
     for (int i = lane; i < C; i += 32) {
         float a = ((float)x[o + i] - sx.x) * sx.y * (float)p.xw[i] + (float)p.xb[i];
         float ly = ((float)y[o + i] - sy.x) * sy.y * (float)p.yw[i] + (float)p.yb[i];
         if (a_out) { a_out[o + i] = (floatX)a; }
-        floatX sv = (floatX)(a + ly);
-        s[i] = sv;
-        sum += (float)sv;
+        floatX rv = (floatX)(a + ly);
+        r[i] = rv;
+        sum += (float)rv;
     }
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = (float)s[i] - mean; sq += d * d; }  // this lane's own writes
+    for (int i = lane; i < C; i += 32) { float d = (float)r[i] - mean; sq += d * d; }  // this lane's own writes
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
     floatX* u = u_out + o;
-    for (int i = lane; i < C; i += 32) { u[i] = (floatX)(((float)s[i] - mean) * rstd * (float)p.w[i] + (float)p.b[i]); }
+    for (int i = lane; i < C; i += 32) { u[i] = (floatX)(((float)r[i] - mean) * rstd * (float)p.w[i] + (float)p.b[i]); }
     if (lane == 0) {
-        st.x_mean[r] = sx.x;
-        st.x_rstd[r] = sx.y;
-        st.y_mean[r] = sy.x;
-        st.y_rstd[r] = sy.y;
-        st.mean[r] = mean;
-        st.rstd[r] = rstd;
+        st.x_mean[row] = sx.x;
+        st.x_rstd[row] = sx.y;
+        st.y_mean[row] = sy.x;
+        st.y_rstd[row] = sy.y;
+        st.mean[row] = mean;
+        st.rstd[row] = rstd;
     }
 }
 
-static void siamese_input_forward(floatX* a_out, floatX* s_out, floatX* u_out, SiameseStats st, const floatX* x,
+static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C) {
-    siamese_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, s_out, u_out, st, x, y, p, N, C);
+    siamese_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
 // ----------------------------------------------------------------------------
-// (b): the update side, x_next = a + z / c and y_next = y + z, one thread per element
+// The update side, forward: x_next = a + z / c and y_next = y + z, one thread per element
 
 __global__ void siamese_update_forward_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
                                               const floatX* z, float c, size_t n) {
@@ -160,30 +161,30 @@ static void siamese_update_backward(floatX* dz, const float* dx_next, const floa
 }
 
 // ----------------------------------------------------------------------------
-// (d): the backward of the input side. On entry dx = dL/dx_next (0 at the final merge), dy =
-// dL/dy_next (0 at the final merge), du = dL/du. On exit dx = dL/dx, dy = dL/dy; ds_buf and
-// da_buf (N, C) hold ds and da for the parameter gradients.
+// The input side, backward. On entry dx = dL/dx_next (0 at the final merge), dy = dL/dy_next (0 at
+// the final merge), du = dL/du. On exit dx = dL/dx, dy = dL/dy; dr_buf and da_buf (N, C) hold dr
+// and da for the parameter gradients.
 
-__global__ void siamese_input_backward_kernel(float* dx, float* dy, float* ds_buf, float* da_buf, const float* du,
+__global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_buf, float* da_buf, const float* du,
                                               SiameseNorms p, SiameseStats st, const floatX* x, const floatX* y,
-                                              const floatX* s, int N, int C) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    size_t o = (size_t)r * C;
-    // ds = LN_back(du; s, ln)
-    float mu = st.mean[r], rs = st.rstd[r];
-    float2 means = ln_backward_means(du + o, s + o, p.w, mu, rs, C, lane);
+                                              const floatX* r, int N, int C) {
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
+    // dr = LN_back(du; r, ln)
+    float mu = st.mean[row], rs = st.rstd[row];
+    float2 means = ln_backward_means(du + o, r + o, p.w, mu, rs, C, lane);
     for (int i = lane; i < C; i += 32) {
-        ds_buf[o + i] = ln_backward_value(du[o + i], (float)s[o + i], (float)p.w[i], mu, rs, means);
+        dr_buf[o + i] = ln_backward_value(du[o + i], (float)r[o + i], (float)p.w[i], mu, rs, means);
     }
-    // da = ds + dx_next, and the two reductions of LN_back(ds; y) and LN_back(da; x) in one pass
-    float ymu = st.y_mean[r], yrs = st.y_rstd[r], xmu = st.x_mean[r], xrs = st.x_rstd[r];
+    // da = dr + dx_next, and the two reductions of LN_back(dr; y) and LN_back(da; x) in one pass
+    float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
     float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
     for (int i = lane; i < C; i += 32) {
-        float ds = ds_buf[o + i];  // this lane's own write
-        float da = ds + dx[o + i];
+        float dr = dr_buf[o + i];  // this lane's own write
+        float da = dr + dx[o + i];
         da_buf[o + i] = da;
-        float gy = (float)p.yw[i] * ds, gx = (float)p.xw[i] * da;
+        float gy = (float)p.yw[i] * dr, gx = (float)p.xw[i] * da;
         y1 += gy;
         y2 += gy * ((float)y[o + i] - ymu) * yrs;
         x1 += gx;
@@ -191,22 +192,22 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* ds_bu
     }
     float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
     float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
-    // dy += LN_back(ds; y), dx = LN_back(da; x)
+    // dy += LN_back(dr; y), dx = LN_back(da; x)
     for (int i = lane; i < C; i += 32) {
-        dy[o + i] += ln_backward_value(ds_buf[o + i], (float)y[o + i], (float)p.yw[i], ymu, yrs, ymeans);
+        dy[o + i] += ln_backward_value(dr_buf[o + i], (float)y[o + i], (float)p.yw[i], ymu, yrs, ymeans);
         dx[o + i] = ln_backward_value(da_buf[o + i], (float)x[o + i], (float)p.xw[i], xmu, xrs, xmeans);
     }
 }
 
 // the row kernel, then the parameter gradients of the three LayerNorms (deterministic column sums)
-static void siamese_input_backward(float* dx, float* dy, float* ds_buf, float* da_buf, const float* du,
+static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, const float* du,
                                    SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x, const floatX* y,
-                                   const floatX* s, int N, int C) {
-    siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, ds_buf, da_buf, du, p, st, x, y, s, N, C);
+                                   const floatX* r, int N, int C) {
+    siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, du, p, st, x, y, r, N, C);
     cudaCheckLaunch();
     ColumnJobs<float> jobs = {};
-    jobs.job[0] = ln_job(g.w, g.b, du, s, st.mean, st.rstd);
-    jobs.job[1] = ln_job(g.yw, g.yb, ds_buf, y, st.y_mean, st.y_rstd);
+    jobs.job[0] = ln_job(g.w, g.b, du, r, st.mean, st.rstd);
+    jobs.job[1] = ln_job(g.yw, g.yb, dr_buf, y, st.y_mean, st.y_rstd);
     jobs.job[2] = ln_job(g.xw, g.xb, da_buf, x, st.x_mean, st.x_rstd);
     column_grads(jobs, 3, N, C);
 }

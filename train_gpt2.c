@@ -756,14 +756,14 @@ static SiameseNorms final_norms(const ParameterTensors* p) {
     return n;
 }
 
-static SiameseStats sublayer_stats(const ActivationTensors* a, int k, size_t BT) {
-    SiameseStats st = {a->lnx_mean + k * BT, a->lnx_rstd + k * BT, a->lny_mean + k * BT,
-                       a->lny_rstd + k * BT, a->ln_mean + k * BT,  a->ln_rstd + k * BT};
+static SiameseStats sublayer_stats(const ActivationTensors* acts, int k, size_t BT) {
+    SiameseStats st = {acts->lnx_mean + k * BT, acts->lnx_rstd + k * BT, acts->lny_mean + k * BT,
+                       acts->lny_rstd + k * BT, acts->ln_mean + k * BT,  acts->ln_rstd + k * BT};
     return st;
 }
 
-static SiameseStats final_stats(const ActivationTensors* a) {
-    SiameseStats st = {a->lnfx_mean, a->lnfx_rstd, a->lnfy_mean, a->lnfy_rstd, a->lnf_mean, a->lnf_rstd};
+static SiameseStats final_stats(const ActivationTensors* acts) {
+    SiameseStats st = {acts->lnfx_mean, acts->lnfx_rstd, acts->lnfy_mean, acts->lnfy_rstd, acts->lnf_mean, acts->lnf_rstd};
     return st;
 }
 
@@ -775,17 +775,17 @@ static void block_forward(GPT2* m, int l, int s, float* z, const float* u, int B
     const GPT2Config* cfg = &m->config;
     int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
     ParameterTensors* p = &m->params;
-    ActivationTensors* a = &m->acts;
+    ActivationTensors* acts = &m->acts;
     size_t lBT = (size_t)l * BT;
     if (s == 0) {
-        float* qkv = a->qkv + lBT * 3 * C;
-        float* atty = a->atty + lBT * C;
+        float* qkv = acts->qkv + lBT * 3 * C;
+        float* atty = acts->atty + lBT * C;
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
-        attention_forward(atty, a->att + lBT * NH * T, qkv, B, T, C, NH);
+        attention_forward(atty, acts->att + lBT * NH * T, qkv, B, T, C, NH);
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
-        float* fch = a->fch + lBT * 4 * C;
-        float* fch_gelu = a->fch_gelu + lBT * 4 * C;
+        float* fch = acts->fch + lBT * 4 * C;
+        float* fch_gelu = acts->fch_gelu + lBT * 4 * C;
         matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
         gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C);
         matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
@@ -810,66 +810,68 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     if (targets) { memcpy(m->targets, targets, (size_t)BT * sizeof(int)); }
 
     ParameterTensors* p = &m->params;
-    ActivationTensors* a = &m->acts;
+    ActivationTensors* acts = &m->acts;
     size_t N = (size_t)BT * C;  // floats in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
-    encoder_forward(a->resx, inputs, p->wte, p->wpe, B, T, C);
-    if (norm_mode_layout(mode)->two_streams) { memcpy(a->resy, a->resx, N * sizeof(float)); }  // both start as e
+    encoder_forward(acts->resx, inputs, p->wte, p->wpe, B, T, C);
+    if (norm_mode_layout(mode)->two_streams) { memcpy(acts->resy, acts->resx, N * sizeof(float)); }  // both start as e
 
     for (int k = 0; k < 2 * L; k++) {
         int l = k / 2, s = k % 2;
-        float* x = a->resx + k * N;
-        float* x_next = a->resx + (k + 1) * N;
-        float* z = a->blockout + k * N;
+        float* x = acts->resx + k * N;
+        float* x_next = acts->resx + (k + 1) * N;
+        float* z = acts->blockout + k * N;
         float* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
         float* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
-        float* mean = a->ln_mean + (size_t)k * BT;
-        float* rstd = a->ln_rstd + (size_t)k * BT;
+        float* mean = acts->ln_mean + (size_t)k * BT;
+        float* rstd = acts->ln_rstd + (size_t)k * BT;
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE: {
-                float* u = a->blockin + k * N;
+                float* u = acts->blockin + k * N;
                 layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);            // u = LN(x)
                 block_forward(m, l, s, z, u, B, T);                              // z = F(u)
                 residual_forward(x_next, x, z, N);                               // x = x + z
                 break;
             }
             case NORM_POST: {
-                float* sum = a->lnsum + k * N;
+                float* r = acts->lnsum + k * N;
                 block_forward(m, l, s, z, x, B, T);                              // z = F(x)
-                residual_forward(sum, x, z, N);                                  // r = x + z
-                layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);     // x = LN(r)
+                residual_forward(r, x, z, N);                                    // r = x + z
+                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);       // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
-                float* u = a->blockin + k * N;
-                float* lnx = a->lnx + k * N;
-                float* y = a->resy + k * N;
-                siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(a, k, BT), x, y,
-                                      sublayer_norms(p, l, s, C), BT, C);        // a = LN(x), u = LN(a + LN(y))
+                float* a = acts->lnx + k * N;
+                float* r = acts->lnsum + k * N;
+                float* u = acts->blockin + k * N;
+                float* y = acts->resy + k * N;
+                float* y_next = acts->resy + (k + 1) * N;
+                // a = LN(x), r = a + LN(y), u = LN(r)
+                siamese_input_forward(a, r, u, sublayer_stats(acts, k, BT), x, y, sublayer_norms(p, l, s, C), BT, C);
                 block_forward(m, l, s, z, u, B, T);                              // z = F(u)
-                siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+                siamese_update_forward(x_next, y_next, a, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
                 break;
             }
         }
     }
 
-    float* x_final = a->resx + 2 * L * N;
+    float* x_final = acts->resx + 2 * L * N;
     switch (mode) {
         case NORM_PRE:
         case NORM_POST:
-            layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
         case NORM_SIAMESE:
-            siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(a), x_final, a->resy + 2 * L * N,
+            siamese_input_forward(NULL, acts->lnfsum, acts->lnf, final_stats(acts), x_final, acts->resy + 2 * L * N,
                                   final_norms(p), BT, C);                        // h = LN(LN(x) + LN(y))
             break;
     }
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp);              // tied output layer
+    matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);              // tied output layer
     if (targets) {
-        crossentropy_forward(a->losses, a->lse, a->logits, targets, BT, V, Vp);
+        crossentropy_forward(acts->losses, acts->lse, acts->logits, targets, BT, V, Vp);
         double sum = 0.0;
-        for (int i = 0; i < BT; i++) { sum += a->losses[i]; }
+        for (int i = 0; i < BT; i++) { sum += acts->losses[i]; }
         m->mean_loss = (float)(sum / BT);
     } else {
         m->mean_loss = -1.0f;
@@ -887,22 +889,22 @@ static void block_backward(GPT2* m, int l, int s, float* du, const float* dz, co
     int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
     ParameterTensors* p = &m->params;
     ParameterTensors* g = &m->grads;
-    ActivationTensors* a = &m->acts;
+    ActivationTensors* acts = &m->acts;
     GradScratch* sc = &m->scratch;
     size_t lBT = (size_t)l * BT;
     if (s == 0) {
         memset(sc->datty, 0, (size_t)BT * C * sizeof(float));
-        matmul_backward(sc->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C,
+        matmul_backward(sc->datty, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, dz, acts->atty + lBT * C,
                         p->attprojw + (size_t)l * C * C, BT, C, C);
         memset(sc->dqkv, 0, (size_t)BT * 3 * C * sizeof(float));
-        attention_backward(sc->dqkv, sc->datt, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, B, T, C, NH);
+        attention_backward(sc->dqkv, sc->datt, sc->datty, acts->qkv + lBT * 3 * C, acts->att + lBT * NH * T, B, T, C, NH);
         matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u,
                         p->qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
     } else {
         memset(sc->dfch_gelu, 0, (size_t)BT * 4 * C * sizeof(float));
         matmul_backward(sc->dfch_gelu, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
-                        a->fch_gelu + lBT * 4 * C, p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
-        gelu_backward(sc->dfch, a->fch + lBT * 4 * C, sc->dfch_gelu, (size_t)BT * 4 * C);
+                        acts->fch_gelu + lBT * 4 * C, p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
+        gelu_backward(sc->dfch, acts->fch + lBT * 4 * C, sc->dfch_gelu, (size_t)BT * 4 * C);
         matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, sc->dfch, u,
                         p->fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
     }
@@ -917,29 +919,29 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
     ParameterTensors* p = &m->params;
     ParameterTensors* g = &m->grads;
-    ActivationTensors* a = &m->acts;
+    ActivationTensors* acts = &m->acts;
     GradScratch* sc = &m->scratch;
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
 
     // classifier and the tied output layer: dlogits (in place), then dh and dwte
-    crossentropy_backward(a->logits, a->lse, m->targets, loss_scale / BT, BT, V, Vp);
+    crossentropy_backward(acts->logits, acts->lse, m->targets, loss_scale / BT, BT, V, Vp);
     memset(sc->dlnf, 0, N * sizeof(float));
-    matmul_backward(sc->dlnf, g->wte, NULL, a->logits, a->lnf, p->wte, BT, C, Vp);
+    matmul_backward(sc->dlnf, g->wte, NULL, acts->logits, acts->lnf, p->wte, BT, C, Vp);
 
     // the final LayerNorm(s): dx (and dy) at the last boundary
-    float* x_final = a->resx + 2 * L * N;
+    float* x_final = acts->resx + 2 * L * N;
     memset(sc->dx, 0, N * sizeof(float));
     switch (mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
-            layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, a->lnf_mean, a->lnf_rstd, BT, C,
+            layernorm_backward(sc->dx, g->lnfw, g->lnfb, sc->dlnf, x_final, p->lnfw, acts->lnf_mean, acts->lnf_rstd, BT, C,
                                sc->ln_partials);
             break;
         case NORM_SIAMESE:
             memset(sc->dy, 0, N * sizeof(float));
             siamese_input_backward(sc->dx, sc->dy, sc->dlnsum, sc->dlnx, sc->dlnf, final_norms(g), final_norms(p),
-                                   final_stats(a), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C, sc->ln_partials);
+                                   final_stats(acts), x_final, acts->resy + 2 * L * N, acts->lnfsum, BT, C, sc->ln_partials);
             break;
     }
     observe_stream_grads(m, 2 * L);
@@ -947,23 +949,23 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
         int l = k / 2, s = k % 2;
-        float* x = a->resx + k * N;
+        float* x = acts->resx + k * N;
         float* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
         float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
-        float* mean = a->ln_mean + (size_t)k * BT;
-        float* rstd = a->ln_rstd + (size_t)k * BT;
+        float* mean = acts->ln_mean + (size_t)k * BT;
+        float* rstd = acts->ln_rstd + (size_t)k * BT;
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
                 memset(sc->dblockin, 0, N * sizeof(float));
-                block_backward(m, l, s, sc->dblockin, sc->dx, a->blockin + k * N, B, T);
+                block_backward(m, l, s, sc->dblockin, sc->dx, acts->blockin + k * N, B, T);
                 layernorm_backward(sc->dx, dlnw, dlnb, sc->dblockin, x, lnw, mean, rstd, BT, C, sc->ln_partials);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next); dz = dr; dx = dr + F_back(dr)
                 memset(sc->dlnsum, 0, N * sizeof(float));
-                layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C,
+                layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, acts->lnsum + k * N, lnw, mean, rstd, BT, C,
                                    sc->ln_partials);
                 memcpy(sc->dx, sc->dlnsum, N * sizeof(float));
                 block_backward(m, l, s, sc->dx, sc->dlnsum, x, B, T);
@@ -972,10 +974,10 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
                 siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
                 memset(sc->dblockin, 0, N * sizeof(float));
-                block_backward(m, l, s, sc->dblockin, sc->dblockout, a->blockin + k * N, B, T);
+                block_backward(m, l, s, sc->dblockin, sc->dblockout, acts->blockin + k * N, B, T);
                 siamese_input_backward(sc->dx, sc->dy, sc->dlnsum, sc->dlnx, sc->dblockin, sublayer_norms(g, l, s, C),
-                                       sublayer_norms(p, l, s, C), sublayer_stats(a, k, BT), x, a->resy + k * N,
-                                       a->lnsum + k * N, BT, C, sc->ln_partials);
+                                       sublayer_norms(p, l, s, C), sublayer_stats(acts, k, BT), x, acts->resy + k * N,
+                                       acts->lnsum + k * N, BT, C, sc->ln_partials);
                 break;
         }
         observe_stream_grads(m, k);

@@ -1011,7 +1011,7 @@ typedef struct {
     float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
     float* dy;    // (B, T, C) dL/d(stream Y)
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* ds;    // (B, T, C) siamese: dL/ds
+    float* dr;    // (B, T, C) siamese: dL/dr, r = a + LN(y)
     float* da;    // (B, T, C) siamese: dL/da
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
@@ -1465,7 +1465,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         case NORM_SIAMESE:
             cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
             cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-            siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, final_norms(g), final_norms(p),
+            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, final_norms(g), final_norms(p),
                                    final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
             break;
     }
@@ -1497,7 +1497,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
                 siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
                 block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-                siamese_input_backward(sf->dx, sf->dy, sf->ds, sf->da, sf->du, sublayer_norms(g, l, s, C),
+                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, sublayer_norms(g, l, s, C),
                                        sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
                                        a->lnsum + k * N, BT, C);
                 break;
@@ -1670,7 +1670,15 @@ int main(int argc, char** argv) {
 
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
-    cudaCheck(cudaSetDevice(0));
+    // one GPU per rank (common/dist.h); ranks can share one only without NCCL (sums through the host)
+    int gpus = 0;
+    cudaCheck(cudaGetDeviceCount(&gpus));
+#ifdef USE_NCCL
+    if (run.dist.local_rank >= gpus) {
+        fatal("%d ranks on this machine need a GPU each; it has %d", run.dist.local_rank + 1, gpus);
+    }
+#endif
+    cudaCheck(cudaSetDevice(run.dist.local_rank % gpus));
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)

@@ -54,10 +54,11 @@ typedef struct {
     int* counts;          // (size) every rank's shard length, for MPI's v-collectives
     int* displs;          // (size) and its start
     float* gather;        // (size * largest shard) reduce-scatter receive buffer, host
-    float* stage;         // (n) host copy of a device buffer (when there is no NCCL)
+    void* stage;          // host copy of a device buffer (when there is no NCCL)
     size_t stage_bytes;
 #ifdef USE_NCCL
-    ncclComm_t nccl;
+    ncclComm_t nccl;      // made on first use, once the trainer has chosen its GPU
+    int have_nccl;
 #endif
 } Dist;
 
@@ -225,11 +226,108 @@ static inline void dist_barrier(Dist* d) {
 #endif
 }
 
+// ----------------------------------------------------------------------------
+// the CUDA trainer's buffers, in GPU memory: NCCL where the build has it (USE_NCCL), else copied to
+// host memory and sent with MPI (a GPU build without NCCL, and the CPU execution layer of
+// tests/cudacpu, where make test runs this path). The C trainer's buffers go to MPI as they are.
+
+#if defined(__CUDACC__) || defined(CUDACPU)
+static inline void dist_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
+    if (err != cudaSuccess) { fatal("copy for the ranks' exchange failed: %s", cudaGetErrorString(err)); }
+}
+
+static inline void* dist_stage(Dist* d, size_t bytes) {
+    if (d->stage_bytes < bytes) {
+        free(d->stage);
+        d->stage = malloc_check(bytes, "host copy for MPI");
+        d->stage_bytes = bytes;
+    }
+    return d->stage;
+}
+
+#ifdef USE_NCCL
+static inline void nccl_check(ncclResult_t r, const char* what) {
+    if (r != ncclSuccess) { fatal("NCCL %s: %s", what, ncclGetErrorString(r)); }
+}
+
+static inline void dist_nccl_ready(Dist* d) {
+    if (d->have_nccl) { return; }
+    ncclUniqueId id;
+    if (d->rank == 0) { nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); }
+    MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);  // MPI hands NCCL's id to every rank
+    nccl_check(ncclCommInitRank(&d->nccl, d->size, id, d->rank), "ncclCommInitRank");
+    d->have_nccl = 1;
+}
+#endif
+
+// dist_reduce_scatter_host on a device buffer. NCCL: one ncclReduce per shard to its owner, in
+// one group (shards may differ in size by one element, which ncclReduceScatter does not allow)
+static inline void dist_reduce_scatter_device(Dist* d, float* buf) {
+    if (d->size == 1) { return; }
+#ifdef USE_NCCL
+    dist_nccl_ready(d);
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < d->size; r++) {
+        float* shard = buf + d->displs[r];
+        nccl_check(ncclReduce(shard, shard, (size_t)d->counts[r], ncclFloat, ncclSum, r, d->nccl, 0), "ncclReduce");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+#else
+    float* host = (float*)dist_stage(d, d->n * sizeof(float));
+    dist_copy(host, buf, d->n * sizeof(float), cudaMemcpyDeviceToHost);
+    dist_reduce_scatter_host(d, host);
+    dist_copy(buf + d->lo, host + d->lo, (d->hi - d->lo) * sizeof(float), cudaMemcpyHostToDevice);
+#endif
+}
+
+// dist_all_gather_host on a device buffer. NCCL: one ncclBroadcast per shard from its owner
+static inline void dist_all_gather_device(Dist* d, void* buf, size_t bytes) {
+    if (d->size == 1) { return; }
+    char* b = (char*)buf;
+#ifdef USE_NCCL
+    dist_nccl_ready(d);
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < d->size; r++) {
+        char* shard = b + (size_t)d->displs[r] * bytes;
+        nccl_check(ncclBroadcast(shard, shard, (size_t)d->counts[r] * bytes, ncclUint8, r, d->nccl, 0), "ncclBroadcast");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+#else
+    char* host = (char*)dist_stage(d, d->n * bytes);
+    dist_copy(host + d->lo * bytes, b + d->lo * bytes, (d->hi - d->lo) * bytes, cudaMemcpyDeviceToHost);
+    dist_all_gather_host(d, host, bytes);
+    dist_copy(b, host, d->n * bytes, cudaMemcpyHostToDevice);
+#endif
+}
+#endif
+
+// the gradients and working weights of the trainer that includes this: device buffers in the CUDA
+// trainer, host buffers in the C trainer
+static inline void dist_reduce_scatter(Dist* d, float* buf) {
+#if defined(__CUDACC__) || defined(CUDACPU)
+    dist_reduce_scatter_device(d, buf);
+#else
+    dist_reduce_scatter_host(d, buf);
+#endif
+}
+
+static inline void dist_all_gather(Dist* d, void* buf, size_t bytes) {
+#if defined(__CUDACC__) || defined(CUDACPU)
+    dist_all_gather_device(d, buf, bytes);
+#else
+    dist_all_gather_host(d, buf, bytes);
+#endif
+}
+
 static inline void dist_free(Dist* d) {
     free(d->counts);
     free(d->displs);
     free(d->gather);
     free(d->stage);
+#ifdef USE_NCCL
+    if (d->have_nccl) { ncclCommDestroy(d->nccl); }
+#endif
 #ifdef USE_MPI
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);

@@ -139,17 +139,43 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb",
 };
 
-// number of floats in each parameter tensor
+// number of floats in each parameter tensor (shapes: dev/MODEL.md, "Parameters", and the fields of
+// train_gpt2.c's ParameterTensors)
 static inline void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the two streams' LayerNorms exist or are empty
-    size_t v[NUM_PARAMETER_TENSORS] = {
-        Vp * C, maxT * C,
-        S * L * C, S * L * C, S * L * C, S * L * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
-        S * L * C, S * L * C, S * L * C, S * L * C, L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C,
-        S * C, S * C, S * C, S * C, C, C,
-    };
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { sizes[i] = v[i]; }
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { sizes[i] = (size_t)-1; }  // a tensor left out below is caught
+    sizes[P_WTE] = Vp * C;
+    sizes[P_WPE] = maxT * C;
+    sizes[P_LNX1W] = S * L * C;
+    sizes[P_LNX1B] = S * L * C;
+    sizes[P_LNY1W] = S * L * C;
+    sizes[P_LNY1B] = S * L * C;
+    sizes[P_LN1W] = L * C;
+    sizes[P_LN1B] = L * C;
+    sizes[P_QKVW] = L * 3 * C * C;
+    sizes[P_QKVB] = L * 3 * C;
+    sizes[P_ATTPROJW] = L * C * C;
+    sizes[P_ATTPROJB] = L * C;
+    sizes[P_LNX2W] = S * L * C;
+    sizes[P_LNX2B] = S * L * C;
+    sizes[P_LNY2W] = S * L * C;
+    sizes[P_LNY2B] = S * L * C;
+    sizes[P_LN2W] = L * C;
+    sizes[P_LN2B] = L * C;
+    sizes[P_FCW] = L * 4 * C * C;
+    sizes[P_FCB] = L * 4 * C;
+    sizes[P_FCPROJW] = L * C * 4 * C;
+    sizes[P_FCPROJB] = L * C;
+    sizes[P_LNFXW] = S * C;
+    sizes[P_LNFXB] = S * C;
+    sizes[P_LNFYW] = S * C;
+    sizes[P_LNFYB] = S * C;
+    sizes[P_LNFW] = C;
+    sizes[P_LNFB] = C;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        if (sizes[i] == (size_t)-1) { fatal("fill_param_sizes: no size for %s", PARAM_NAMES[i]); }
+    }
 }
 
 static inline size_t count_parameters(const GPT2Config* cfg) {

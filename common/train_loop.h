@@ -55,6 +55,7 @@ typedef struct {
     void (*load_moments)(void* self, const float* m, const float* v);
     // several ranks: the gradient buffer (num_parameters floats) the ranks sum, and the weights the
     // forward pass reads (`*elem_bytes` each), which a sharded update changes and the ranks gather
+    // (both in GPU memory in the CUDA trainer: common/dist.h moves them with NCCL or through the host)
     float* (*grads)(void* self);
     void* (*working_weights)(void* self, size_t* elem_bytes);
     // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
@@ -277,9 +278,9 @@ static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* mo
 static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, void* model) {
     Dist* d = &r->dist;
     float* grads = d->size > 1 ? ops->grads(model) : NULL;
-    dist_reduce_scatter_host(d, grads);
+    dist_reduce_scatter(d, grads);
     float norm = (float)sqrt(dist_sum(d, ops->grad_sumsq(model, d->lo, d->hi)));
-    if (r->opt_hi - r->opt_lo == r->num_parameters) { dist_all_gather_host(d, grads, sizeof(float)); }
+    if (r->opt_hi - r->opt_lo == r->num_parameters) { dist_all_gather(d, grads, sizeof(float)); }
     return norm;
 }
 
@@ -291,7 +292,7 @@ static inline void train_update(TrainRun* r, const TrainerOps* ops, void* model,
     if (r->opt_hi - r->opt_lo < r->num_parameters) {
         size_t bytes;
         void* w = ops->working_weights(model, &bytes);
-        dist_all_gather_host(&r->dist, w, bytes);
+        dist_all_gather(&r->dist, w, bytes);
     }
 }
 

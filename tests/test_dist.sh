@@ -11,10 +11,14 @@
 #   d. a total batch that does not split over the ranks, a damaged shard: one error line, exit 1
 #   e. a killed rank ends the job with an error in under 10 s; the output folder's lock holds
 #      while the job runs and is gone after it; the checkpoints written before are resumable
+#   f. the CUDA trainer (FP32) through the CPU execution layer (tests/cudacpu), where its gradients
+#      and weights go through host memory as on a GPU build without NCCL: 2 ranks against 1
+#      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact
 # KEEP=1 keeps the work folder. Closes with "N passed, N failed" (exit 1 when anything failed).
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2}
+TRAIN_CU=${TRAIN_CU:-tests/bin/train_gpt2cu_fp32_cpu}  # section f, where it is built
 CKPT_DIFF=${CKPT_DIFF:-tests/bin/ckpt_diff}
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 if ! command -v mpirun > /dev/null 2>&1; then
@@ -40,14 +44,15 @@ failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/       | /' "$2" | tail -n 20; return 0; }
 
-# train NAME RANKS FLAGS...: a run with -o $W/NAME (RANKS 0: without mpirun); sets $rc
+# train NAME RANKS FLAGS...: a run of $BIN (default $TRAIN) with -o $W/NAME (RANKS 0: without
+# mpirun); sets $rc
 train() {
-    local name=$1 ranks=$2
+    local name=$1 ranks=$2 bin=${BIN:-$TRAIN}
     shift 2
     if [ "$ranks" = 0 ]; then
-        "$TRAIN" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
+        "$bin" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
     else
-        "${MPIRUN[@]}" "$ranks" "$TRAIN" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
+        "${MPIRUN[@]}" "$ranks" "$bin" "$@" -o "$W/$name" > "$W/$name.out" 2> "$W/$name.err"
     fi
     rc=$?
     [ "$rc" = 0 ] || bad "$name: exit status $rc" "$W/$name.err"
@@ -58,14 +63,15 @@ losses() {
         /train_loss=/ && v["step"] >= first { print v["step"], v["train_loss"], v["norm"] }
         /val_loss=/ && v["step"] >= first { print "val", v["step"], v["val_loss"], v["arith_acc"] }' "$W/$1/main.log"
 }
-# agree TITLE A B: the loss columns of two `losses` listings agree to 1e-6 relative (same steps)
+# agree TITLE A B [MIN]: the loss columns of two `losses` listings (of at least MIN values, 10 by
+# default) agree to 1e-6 relative (same steps)
 agree() {
     local report
-    report=$(paste -d' ' "$2" "$3" | awk '
+    report=$(paste -d' ' "$2" "$3" | awk -v min="${4:-10}" '
         { n++; if ($1 == "val") { a = $3; b = $7; k = "val " $2 } else { a = $2; b = $5; k = "step " $1 }
           r = (a > b ? a - b : b - a) / (a > 0 ? a : -a); if (r > worst) { worst = r; at = k }
           if ($1 != $4 && !($1 == "val" && $5 == "val")) bad = 1 }
-        END { if (n < 10 || bad) { print "mismatched listings"; exit 1 }
+        END { if (n < min || bad) { print "mismatched listings"; exit 1 }
               printf "%d values, worst relative difference %.2e (%s)\n", n, worst, at; exit worst > 1e-6 }')
     if [ $? = 0 ]; then ok "$1: $report"; else bad "$1: $report"; fi
 }
@@ -88,7 +94,7 @@ train one 0 "${F[@]}"
 train two 2 "${F[@]}"
 losses one > "$W/one.txt"
 losses two > "$W/two.txt"
-agree "2 ranks vs 1 process, 20 steps and 3 validations" "$W/one.txt" "$W/two.txt"
+agree "2 ranks vs 1 process, 20 steps and 2 validations" "$W/one.txt" "$W/two.txt"
 diff_line=$("$CKPT_DIFF" "$W/one/model_00000020.bin" "$W/two/model_00000020.bin")
 if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "final weights, 2 ranks vs 1: $diff_line"; else bad "final weights, 2 ranks vs 1: $diff_line"; fi
 grep -q "2 ranks (AdamW state sharded, ZeRO-1)" "$W/two.out" && grep -q "this rank's shard" "$W/two.out" \
@@ -182,6 +188,28 @@ else
         && grep -q "resumed from" "$W/kill_resume.out" \
         && ok "after the kill: lock gone, resumed from step $((10#$newest)) with 2 ranks" \
         || bad "after the kill: no resume" "$W/kill_resume.out"
+fi
+
+# f. the CUDA trainer through the CPU execution layer (about 1 s a step)
+if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
+    G=(-e d2c32h2 -b 4 -t 32 -d 256 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)
+    CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU"))"
+    BIN=$TRAIN_CU train cu_one 0 "${G[@]}"
+    BIN=$TRAIN_CU train cu_two 2 "${G[@]}"
+    BIN=$TRAIN_CU train cu_two_z0 2 "${G[@]}" -z 0
+    mkdir -p "$W/cu_resume"
+    cp "$W/cu_two/model_00000003.bin" "$W/cu_two/state_00000003.bin" "$W/cu_resume/"
+    BIN=$TRAIN_CU train cu_resume 2 "${G[@]}" -y 1
+    for name in cu_one cu_two cu_two_z0; do losses "$name" > "$W/$name.txt"; done
+    agree "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" "$W/cu_one.txt" "$W/cu_two.txt" 8
+    cmp -s "$W/cu_two.txt" "$W/cu_two_z0.txt" && ok "$CU_LABEL: -z 0 and -z 1, same losses (bits)" \
+        || bad "$CU_LABEL: -z 0 and -z 1 differ" "$W/cu_two_z0.txt"
+    same_files "$CU_LABEL: -z 0 and -z 1" "$W/cu_two" "$W/cu_two_z0" 6
+    same_files "$CU_LABEL: 2 ranks resumed from step 3 vs straight" "$W/cu_two" "$W/cu_resume" 6
+    grep -q "master weights and AdamW: this rank's shard" "$W/cu_two.out" \
+        && ok "$CU_LABEL: the memory line names the shard" || bad "$CU_LABEL: memory line" "$W/cu_two.out"
+else
+    echo "skip f. the CUDA trainer through the CPU execution layer: $TRAIN_CU not built with MPI"
 fi
 
 echo "test-dist: $passed passed, $failed failed"

@@ -39,10 +39,13 @@ tests/bin/test_gpt2cu_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 tests/bin/test_gpt2cu_fp32_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
-	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)
-	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+# the trainer with MPI where the C trainer has it (common/dist.h: its gradients and weights then go
+# through host memory, as on a GPU build without NCCL; tests/test_dist.sh runs it on 2 ranks)
+CUDACPU_MPI_FLAGS = $(if $(filter 1,$(MPI)),$(MPI_CFLAGS) -DOMPI_SKIP_MPICXX)
+tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) .mpi_flags
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) $(CUDACPU_MPI_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm $(MPI_LDLIBS)
+tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) .mpi_flags
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) $(CUDACPU_MPI_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm $(MPI_LDLIBS)
 
 # the layer's own WMMA check (plain CUDA: it builds with nvcc as well)
 tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
