@@ -2,9 +2,11 @@
 common/arithmetic.h: the default dataset, multi-digit addition, generated here in C, and its
 exact-match accuracy. Shared by train_gpt2.c and train_gpt2.cu (C/C++ common subset).
 
-The text. A stream of problems, one per line, operands of 1..max_digits digits (default 2):
+The text. A stream of problems, one per line, operands of 1..max_digits digits (default 2), in one
+of four formats (ARITH_PAD, ARITH_REVERSE below); the default pads and reverses the answer:
 
-    12+5=17\n7+58=65\n...
+    12+05=710\n07+58=560\n...      padded-reversed (the default): 12+5=17, 7+58=65
+    12+5=17\n7+58=65\n...          plain
 
 Tokens. One character per token, with GPT-2's own ids for single bytes (GPT-2's byte-level BPE
 gives each of the 256 bytes a token: the 188 printable bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF in
@@ -24,7 +26,8 @@ The files, in data/arithmetic/ (atomically, each written to a temporary name and
     tokenizer.bin          the 257 tokens (llm.c layout: common/tokenizer.h)
     arithmetic.txt         the marker, written LAST: its first line holds the settings,
                            "arithmetic max_digits=2 train_problems=... val_problems=... seed=...
-                           heldout_percent=10"; a folder without it is (re)generated.
+                           heldout_percent=10 format=padded-reversed" (a marker without format=
+                           is plain); a folder without it is (re)generated.
 Everything comes from a fixed seed (xorshift, common/rng.h), so a regenerated dataset is the
 same to the byte.
 
@@ -43,7 +46,7 @@ positions 0.. (in a training window too, most problems come after others; rows t
 that get "\na+b=" alone). The callback is called once per generated token (at most
 max_digits+2 times per group of B prompts), each time with the rows still decoding and their
 answers so far appended; a row stops at a newline. A problem is correct when the tokens
-generated are exactly the digits of a+b and the newline.
+generated are exactly the digits of a+b in the dataset's format and the newline.
 The trainer's side is a few lines: one forward pass on (B, T), then an argmax per row.
 */
 #ifndef COMMON_ARITHMETIC_H
@@ -63,7 +66,7 @@ The trainer's side is a few lines: one forward pass on (B, T), then an argmax pe
 #define ARITH_VOCAB_SIZE 257   // the 256 byte tokens of GPT-2 and <|endoftext|>
 #define ARITH_EOT 256
 #define ARITH_MAX_DIGITS 9     // a+b then fits in 32 bits and a prompt in a few dozen tokens
-#define ARITH_SHOWN 4          // problems whose answers arith_eval_run keeps as text
+#define ARITH_SHOWN 6          // problems whose answers arith_eval_run keeps as text
 #define ARITH_CONTEXT 2        // solved training problems before each accuracy prompt, when T allows
 
 // ----------------------------------------------------------------------------
@@ -119,7 +122,32 @@ typedef struct {
     long val_problems;       // problems in arithmetic_val.bin
     unsigned long long seed; // everything random derives from it
     int heldout_percent;     // share of the (a, b) pairs held out for validation
+    int format;              // how a problem is written: ARITH_PAD and ARITH_REVERSE bits (below)
 } ArithSpec;
+
+// The formats. A problem a+b=c is written with its numbers in decimal, and
+//     ARITH_PAD      every operand zero-padded to max_digits and the answer to max_digits + 1, so
+//                    that every problem has the same length, arith_problem_tokens (10 tokens for
+//                    2 digits), and each digit its fixed place in it. The shards then start with
+//                    a newline: a training row of -t = k * 10 tokens starts with the newline
+//                    before a problem, as the accuracy prompts do, so every digit of every
+//                    problem sits at a position the model sees it at again and again
+//     ARITH_REVERSE  the answer's digits least significant first, so that each answer digit
+//                    follows the digits it depends on: the carry into it is known from the digits
+//                    already written, where most significant first needs every carry at once
+// Both, for 12+5: "12+05=710". Neither ("plain", the first format): "12+5=17".
+#define ARITH_PAD 1
+#define ARITH_REVERSE 2
+static const char* const ARITH_FORMAT_NAMES[4] = {"plain", "padded", "reversed", "padded-reversed"};
+
+// the tokens of one problem "a+b=c\n" in a padded format; the most it may have in the others
+static inline int arith_problem_tokens(const ArithSpec* s) { return 3 * s->max_digits + 4; }
+
+// the format of a name, or -1
+static inline int arith_format_from_name(const char* name) {
+    for (int f = 0; f < 4; f++) { if (strcmp(name, ARITH_FORMAT_NAMES[f]) == 0) { return f; } }
+    return -1;
+}
 
 static inline ArithSpec arith_default_spec(void) {
     ArithSpec s;
@@ -128,15 +156,16 @@ static inline ArithSpec arith_default_spec(void) {
     s.val_problems = 5000;
     s.seed = 20240520ULL;
     s.heldout_percent = 10;
+    s.format = ARITH_PAD | ARITH_REVERSE;
     return s;
 }
 
 static inline void arith_check_spec(const ArithSpec* s, const char* where) {
     if (s->max_digits < 1 || s->max_digits > ARITH_MAX_DIGITS || s->train_problems < 1 || s->val_problems < 1 ||
-        s->heldout_percent < 1 || s->heldout_percent > 99) {
+        s->heldout_percent < 1 || s->heldout_percent > 99 || s->format < 0 || s->format > 3) {
         fatal("%s: bad arithmetic settings (max_digits %d in 1..%d, train_problems %ld and val_problems %ld >= 1, "
-              "heldout_percent %d in 1..99)", where, s->max_digits, ARITH_MAX_DIGITS, s->train_problems,
-              s->val_problems, s->heldout_percent);
+              "heldout_percent %d in 1..99, format %d in 0..3)", where, s->max_digits, ARITH_MAX_DIGITS,
+              s->train_problems, s->val_problems, s->heldout_percent, s->format);
     }
 }
 
@@ -164,22 +193,30 @@ static inline void arith_draw(const ArithSpec* s, uint64_t* rng, int heldout, lo
     } while (arith_is_heldout(s, *a, *b) != heldout);
 }
 
-// writes the decimal digits of v as tokens; returns how many
-static inline int arith_put_number(const ArithTokens* t, long v, int* out) {
+// writes the decimal digits of v as tokens, zero-padded to `width` (0: no padding), least
+// significant first when `reverse`; returns how many
+static inline int arith_put_number(const ArithTokens* t, long v, int width, int reverse, int* out) {
     char text[24];
-    int n = snprintf(text, sizeof(text), "%ld", v);
-    for (int i = 0; i < n; i++) { out[i] = t->digit[text[i] - '0']; }
+    int n = snprintf(text, sizeof(text), "%0*ld", width, v);
+    for (int i = 0; i < n; i++) { out[i] = t->digit[text[reverse ? n - 1 - i : i] - '0']; }
     return n;
 }
 
-// the tokens of "a+b=" and, with answer, of "a+b=c\n"; returns how many (at most 3*9+5)
-static inline int arith_encode(const ArithTokens* t, long a, long b, int answer, int* out) {
-    int n = arith_put_number(t, a, out);
+// the answer a+b of a problem as tokens, in the spec's format, without the newline
+static inline int arith_put_answer(const ArithSpec* s, const ArithTokens* t, long a, long b, int* out) {
+    return arith_put_number(t, a + b, s->format & ARITH_PAD ? s->max_digits + 1 : 0, s->format & ARITH_REVERSE, out);
+}
+
+// the tokens of "a+b=" and, with answer, of "a+b=c\n", in the spec's format; returns how many
+// (at most 3 * max_digits + 4)
+static inline int arith_encode(const ArithSpec* s, const ArithTokens* t, long a, long b, int answer, int* out) {
+    int width = s->format & ARITH_PAD ? s->max_digits : 0;
+    int n = arith_put_number(t, a, width, 0, out);
     out[n++] = t->plus;
-    n += arith_put_number(t, b, out + n);
+    n += arith_put_number(t, b, width, 0, out + n);
     out[n++] = t->equals;
     if (answer) {
-        n += arith_put_number(t, a + b, out + n);
+        n += arith_put_answer(s, t, a, b, out + n);
         out[n++] = t->newline;
     }
     return n;
@@ -218,15 +255,16 @@ static inline void arith_make_dirs(const char* dir) {
 // one shard of n problems drawn from the training (heldout 0) or held-out (heldout 1) pairs
 static inline void arith_write_shard(const char* path, const ArithSpec* s, long n, int heldout, uint64_t seed) {
     ArithTokens t = arith_tokens();
-    size_t cap = (size_t)n * (3 * ARITH_MAX_DIGITS + 5);
+    size_t cap = (size_t)n * (3 * ARITH_MAX_DIGITS + 5) + 1;
     uint16_t* tokens = (uint16_t*)malloc_check(cap * sizeof(uint16_t), "arithmetic tokens");
     uint64_t rng = seed ? seed : 1;
     size_t count = 0;
+    if (s->format & ARITH_PAD) { tokens[count++] = (uint16_t)t.newline; }  // rows of -t = k * length start here
     int problem[3 * ARITH_MAX_DIGITS + 5];
     for (long i = 0; i < n; i++) {
         long a, b;
         arith_draw(s, &rng, heldout, &a, &b);
-        int k = arith_encode(&t, a, b, 1, problem);
+        int k = arith_encode(s, &t, a, b, 1, problem);
         for (int j = 0; j < k; j++) { tokens[count++] = (uint16_t)problem[j]; }
     }
     if (count > INT32_MAX) { fatal("%s: %zu tokens do not fit in one shard", path, count); }
@@ -285,11 +323,13 @@ static inline void arith_write_dataset(const char* dir, const ArithSpec* s) {
     arith_write_tokenizer(path);
     char text[512];
     int n = snprintf(text, sizeof(text),
-                     "arithmetic max_digits=%d train_problems=%ld val_problems=%ld seed=%llu heldout_percent=%d\n"
+                     "arithmetic max_digits=%d train_problems=%ld val_problems=%ld seed=%llu heldout_percent=%d "
+                     "format=%s\n"
                      "Synthetic additions a+b=c, one character per token (GPT-2's byte tokens), made by\n"
                      "common/arithmetic.h. The trainers report exact-match accuracy on held-out problems\n"
                      "when the training data folder holds this file.\n",
-                     s->max_digits, s->train_problems, s->val_problems, s->seed, s->heldout_percent);
+                     s->max_digits, s->train_problems, s->val_problems, s->seed, s->heldout_percent,
+                     ARITH_FORMAT_NAMES[s->format]);
     arith_path(path, sizeof(path), dir, ARITH_MARKER_NAME);
     AtomicFile af;
     atomic_open(&af, path);
@@ -298,30 +338,55 @@ static inline void arith_write_dataset(const char* dir, const ArithSpec* s) {
 }
 
 // Is `dir` an arithmetic dataset? Reads the marker's settings into *s and returns 1; returns 0
-// when there is no marker. A marker that does not parse is an error.
+// when there is no marker. A marker that does not parse is an error. A marker without a format
+// (written before there were formats) means plain.
 static inline int arith_read_marker(const char* dir, ArithSpec* s) {
     char path[1100];
     arith_path(path, sizeof(path), dir, ARITH_MARKER_NAME);
     if (!file_exists(path)) { return 0; }
     FILE* f = fopen_check(path, "r");
-    char line[512];
-    int ok = fgets(line, sizeof(line), f) != NULL &&
-             sscanf(line, "arithmetic max_digits=%d train_problems=%ld val_problems=%ld seed=%llu heldout_percent=%d",
-                    &s->max_digits, &s->train_problems, &s->val_problems, &s->seed, &s->heldout_percent) == 5;
+    char line[512], format[32] = "plain";
+    int fields = fgets(line, sizeof(line), f) == NULL ? 0 :
+             sscanf(line, "arithmetic max_digits=%d train_problems=%ld val_problems=%ld seed=%llu heldout_percent=%d "
+                    "format=%31s", &s->max_digits, &s->train_problems, &s->val_problems, &s->seed,
+                    &s->heldout_percent, format);
     fclose(f);
-    if (!ok) { fatal("%s: not an arithmetic marker (expected \"arithmetic max_digits=... heldout_percent=...\")", path); }
+    s->format = arith_format_from_name(format);
+    if (fields < 5 || s->format < 0) {
+        fatal("%s: not an arithmetic marker (expected \"arithmetic max_digits=... heldout_percent=... format=...\")",
+              path);
+    }
     arith_check_spec(s, path);
     return 1;
 }
 
-// generates the default dataset in `dir` unless its marker is already there; returns 1 if it wrote
+// the line that describes a dataset's settings, e.g. "1-2 digit operands, format padded-reversed"
+static inline const char* arith_describe(const ArithSpec* s, char* buf, size_t cap) {
+    snprintf(buf, cap, "1-%d digit operands, format %s", s->max_digits, ARITH_FORMAT_NAMES[s->format]);
+    return buf;
+}
+
+// Generates the default dataset in `dir` unless it is already there, with the default settings;
+// returns 1 if it wrote. A dataset there with other settings (an earlier default, say) is
+// rewritten, and the line says so: the folder belongs to the default run, other settings go
+// in folders of their own (dev/data/arithmetic FOLDER).
 static inline int arith_ensure_dataset(const char* dir) {
-    ArithSpec s;
-    if (arith_read_marker(dir, &s)) { return 0; }
-    s = arith_default_spec();
-    printf("generating the arithmetic dataset in %s (%ld + %ld problems, 1-%d digit operands, seed %llu)\n", dir,
-           s.train_problems, s.val_problems, s.max_digits, s.seed);
-    arith_write_dataset(dir, &s);
+    ArithSpec s, d = arith_default_spec();
+    char was[96], now[96];
+    int have = arith_read_marker(dir, &s);
+    if (have && s.max_digits == d.max_digits && s.train_problems == d.train_problems &&
+        s.val_problems == d.val_problems && s.seed == d.seed && s.heldout_percent == d.heldout_percent &&
+        s.format == d.format) {
+        return 0;
+    }
+    printf("%s the arithmetic dataset in %s (%ld + %ld problems, %s, seed %llu)", have ? "rewriting" : "generating",
+           dir, d.train_problems, d.val_problems, arith_describe(&d, now, sizeof(now)), d.seed);
+    if (have) {
+        printf(": it held %ld + %ld problems, %s, seed %llu", s.train_problems, s.val_problems,
+               arith_describe(&s, was, sizeof(was)), s.seed);
+    }
+    printf("\n");
+    arith_write_dataset(dir, &d);
     return 1;
 }
 
@@ -352,7 +417,7 @@ typedef struct {
 // the longest row the callback gets with `context` solved problems first: "\n", the context
 // problems, a "+" b "=" and all answer digits (the newline after them is never fed back)
 static inline int arith_eval_row_tokens(const ArithSpec* s, int context) {
-    return 1 + context * (3 * s->max_digits + 4) + 3 * s->max_digits + 3;
+    return 1 + context * arith_problem_tokens(s) + arith_problem_tokens(s) - 1;
 }
 
 // K held-out problems, at most B prompts per call of at most T tokens. Each prompt comes after
@@ -408,10 +473,12 @@ static inline int arith_eval_busy(const ArithEval* e, int r) {
     return g < e->spec.max_digits + 2 && (g == 0 || row[e->used[r] - 1] != e->tok.newline);
 }
 
-// did row r generate exactly the digits of a+b and the newline? (also fills shown[] for the first)
+// did row r generate exactly the digits of a+b (in the format) and the newline? Also fills shown[]
+// for the first problems, written the usual way whatever the format ("5+8=13 ok": the answer's
+// digits in reading order, padding zeros dropped).
 static inline int arith_eval_check(ArithEval* e, int r, int problem) {
     int want[ARITH_MAX_DIGITS + 2];
-    int n = arith_put_number(&e->tok, e->a[problem] + e->b[problem], want);
+    int n = arith_put_answer(&e->spec, &e->tok, e->a[problem], e->b[problem], want);
     want[n++] = e->tok.newline;
     const int* got = e->rows + (size_t)r * (e->T + 1) + (e->used[r] - e->generated[r]);
     int ok = e->generated[r] == n;
@@ -424,7 +491,14 @@ static inline int arith_eval_check(ArithEval* e, int r, int problem) {
             answer[k++] = d >= 0 ? (char)('0' + d) : '?';
         }
         answer[k] = '\0';
-        snprintf(e->shown[problem], sizeof(e->shown[problem]), "%ld+%ld=%s %s", e->a[problem], e->b[problem], answer,
+        for (int i = 0; (e->spec.format & ARITH_REVERSE) && i < k / 2; i++) {
+            char c = answer[i];
+            answer[i] = answer[k - 1 - i];
+            answer[k - 1 - i] = c;
+        }
+        const char* shown = answer;
+        while ((e->spec.format & ARITH_PAD) && shown[0] == '0' && shown[1] != '\0') { shown++; }
+        snprintf(e->shown[problem], sizeof(e->shown[problem]), "%ld+%ld=%s %s", e->a[problem], e->b[problem], shown,
                  ok ? "ok" : "wrong");
     }
     return ok;
@@ -442,8 +516,8 @@ static inline float arith_eval_run(ArithEval* e, ArithGreedyFn greedy_next, void
             const long* cb = e->context_b + (size_t)(start + r) * e->context;
             int n = 0;
             row[n++] = t->newline;
-            for (int c = 0; c < e->context; c++) { n += arith_encode(t, ca[c], cb[c], 1, row + n); }
-            e->used[r] = n + arith_encode(t, e->a[start + r], e->b[start + r], 0, row + n);
+            for (int c = 0; c < e->context; c++) { n += arith_encode(&e->spec, t, ca[c], cb[c], 1, row + n); }
+            e->used[r] = n + arith_encode(&e->spec, t, e->a[start + r], e->b[start + r], 0, row + n);
             e->generated[r] = 0;
         }
         for (;;) {
@@ -472,6 +546,27 @@ static inline float arith_eval_run(ArithEval* e, ArithGreedyFn greedy_next, void
         for (int r = 0; r < B; r++) { e->correct += arith_eval_check(e, r, start + r); }
     }
     return (float)e->correct / (float)e->K;
+}
+
+// the first problems of the last run with the model's answers, and the first problem as the data
+// writes it: "5+8=13 ok | 9+36=45 ok | ... (in the data: 05+08=310, format padded-reversed)"
+static inline void arith_eval_examples(const ArithEval* e, char* buf, size_t cap) {
+    int tokens[3 * ARITH_MAX_DIGITS + 5];
+    int n = arith_encode(&e->spec, &e->tok, e->a[0], e->b[0], 1, tokens) - 1;  // without the newline
+    char written[3 * ARITH_MAX_DIGITS + 5];
+    for (int i = 0; i < n; i++) {
+        int d = arith_token_digit(&e->tok, tokens[i]);
+        written[i] = d >= 0 ? (char)('0' + d) : tokens[i] == e->tok.plus ? '+' : '=';
+    }
+    written[n] = '\0';
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ARITH_SHOWN && i < e->K && used < cap; i++) {
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? " | " : "", e->shown[i]);
+    }
+    if (used < cap) {
+        snprintf(buf + used, cap - used, " (in the data: %s, format %s)", written, ARITH_FORMAT_NAMES[e->spec.format]);
+    }
 }
 
 #endif // COMMON_ARITHMETIC_H

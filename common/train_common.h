@@ -251,19 +251,29 @@ static inline int run_arith_eval_init(ArithEval* e, const RunData* rd, const Tra
     if (!rd->is_arith || a->arith_problems <= 0 || a->val_every <= 0) { return 0; }
     int ok = cfg->vocab_size > arith_tokens().newline && arith_eval_init(e, &rd->arith, a->arith_problems, a->B, a->T);
     if (ok) {
-        printf("arithmetic accuracy: %d held-out problems (1-%d digit operands, %d solved ones before each), "
-               "greedy answers\n", a->arith_problems, rd->arith.max_digits, e->context);
+        char settings[96];
+        printf("arithmetic accuracy: %d held-out problems (%s, %d solved ones before each), greedy answers\n",
+               a->arith_problems, arith_describe(&rd->arith, settings, sizeof(settings)), e->context);
     } else {
         printf("note: no arithmetic accuracy (the problems need -t >= %d and a vocabulary with GPT-2's byte tokens)\n",
                arith_eval_row_tokens(&rd->arith, 0));
+    }
+    // padded problems have one length; rows of a multiple of it start where the prompts do
+    int length = arith_problem_tokens(&rd->arith);
+    if (ok && (rd->arith.format & ARITH_PAD) && (a->T % length != 0 || a->seed_given)) {
+        char why[96] = "-S moves the start of the data";
+        if (a->T % length != 0) { snprintf(why, sizeof(why), "-t %d is not a multiple of the problem length %d", a->T, length); }
+        printf("note: %s: training rows start inside problems, not at the newline before one as the accuracy "
+               "prompts do, and the model learns far slower (doc/data.md)\n", why);
     }
     return ok;
 }
 
 // one evaluation line: the validation loss (when have_val) and the arithmetic accuracy (when
-// arith is not NULL, decoding greedily with `greedy`), printed and logged for `step`
-static inline void run_report_evaluation(Logger* lg, int step, int have_val, float val_loss, ArithEval* arith,
-                                         ArithGreedyFn greedy, void* model) {
+// arith is not NULL, decoding greedily with `greedy`), printed and logged for `step`; at the last
+// step also a line of held-out problems with the model's answers
+static inline void run_report_evaluation(Logger* lg, int step, int last, int have_val, float val_loss,
+                                         ArithEval* arith, ArithGreedyFn greedy, void* model) {
     char line[256] = "", log[256] = "";
     if (have_val) {
         snprintf(line, sizeof(line), "val loss %.6f", val_loss);
@@ -278,6 +288,11 @@ static inline void run_report_evaluation(Logger* lg, int step, int have_val, flo
     }
     printf("%s\n", line);
     logger_line(lg, "step=%d%s", step, log);
+    if (arith && last) {
+        char examples[ARITH_SHOWN * 64 + 96];
+        arith_eval_examples(arith, examples, sizeof(examples));
+        printf("held-out problems, greedy answers: %s\n", examples);
+    }
 }
 
 #endif // COMMON_TRAIN_COMMON_H

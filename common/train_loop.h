@@ -346,7 +346,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             if ((r->have_val || have_arith) && (step % a->val_every == 0 || last)) {
                 float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
                                                               &r->dist) : 0.0f;
-                run_report_evaluation(&logger, step, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
+                run_report_evaluation(&logger, step, last, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
                                       train_greedy_next, &greedy);
             }
             if (r->dist.rank == 0 && a->sample_every > 0 && a->gen_tokens > 0 &&

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CPU trainer under load: wall time of the default training run (d2 on the arithmetic data, B=16,
-# T=64) for STEPS steps with 1 OpenMP thread, with 2 threads as the trainer runs them by default
+# CPU trainer under load: wall time of a training run of d2 on the arithmetic data (B=16, T=64: the
+# default run when this was first measured, kept so that the ratios stay comparable) for STEPS
+# steps with 1 OpenMP thread, with 2 threads as the trainer runs them by default
 # (OMP_WAIT_POLICY=PASSIVE: waiting threads sleep, common/train_common.h), and with 2 threads that
 # spin while they wait (GOMP_SPINCOUNT=300000, libgomp's own default, what the trainer did before),
 # first as the machine is, then with LOAD extra busy processes (`yes > /dev/null`) competing for
@@ -32,7 +33,7 @@ config_env() {
 time_run() {
     local t0 t1
     t0=$(date +%s%N)
-    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT $(config_env "$1") ./train_gpt2 -x "$STEPS" -v 0 -s 0 > /dev/null
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT $(config_env "$1") ./train_gpt2 -e d2 -t 64 -x "$STEPS" -v 0 -s 0 > /dev/null
     t1=$(date +%s%N)
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", (b - a) / 1e9}'
 }
@@ -44,7 +45,7 @@ stop_load() { for p in "${LOAD_PIDS[@]}"; do kill "$p" 2> /dev/null || true; don
 trap stop_load EXIT
 
 declare -A TIMES MEDIAN
-echo "load benchmark: ./train_gpt2 -x $STEPS -v 0 -s 0 (d2, B 16, T 64), median of $REPEATS runs"
+echo "load benchmark: ./train_gpt2 -e d2 -t 64 -x $STEPS -v 0 -s 0 (B 16), median of $REPEATS runs"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for phase in "no extra load" "$LOAD busy processes"; do
     if [ "$phase" != "no extra load" ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/test_arith_train.sh: train_gpt2 on a small arithmetic dataset (dev/data/arithmetic) for two
-# steps: a fresh model takes the vocabulary of the data's tokenizer.bin (257, padded 384), and every
-# validation reports the held-out accuracy on the step line and in main.log.
+# steps: a fresh model takes the vocabulary of the data's tokenizer.bin (257, padded 384), every
+# validation reports the held-out accuracy on the step line and in main.log, the last one also a
+# line of held-out problems with the model's answers and the first problem as the data writes it,
+# and a -t that is not a multiple of the padded problems' length gets a note.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/test_arith_train_XXXXXX)
@@ -18,6 +20,16 @@ for step in 0 1 2; do
     grep -Eq "^step=$step val_loss=[0-9.]+ arith_acc=[01]\.[0-9]{4}$" "$tmp/out/main.log" \
         || fail "main.log has no 'step=$step val_loss=... arith_acc=...' line"
 done
+# the last evaluation shows six held-out problems, and how the data writes the first (padded-reversed)
+[ "$(grep -c "^held-out problems, greedy answers: " "$tmp/stdout")" = 1 ] \
+    || fail "not exactly one line of held-out problems (at the last evaluation)"
+grep -Eq "^held-out problems, greedy answers: ([0-9]+\+[0-9]+=[^ ]* (ok|wrong)( \| |)){6} \(in the data: [0-9]{2}\+[0-9]{2}=[0-9]{3}, format padded-reversed\)$" \
+    "$tmp/stdout" || fail "the held-out problems line is not six problems and the first as the data writes it"
+grep -q "note: -t 16 is not a multiple of the problem length 10" "$tmp/stdout" \
+    || fail "no note that -t 16 is not a multiple of the problem length"
+./train_gpt2 -i "$tmp/data/arithmetic_train.bin" -j "$tmp/data/arithmetic_val.bin" -e d1 -b 4 -t 20 -x 1 -v 1 \
+    -m 1 -k 2 -s 0 > "$tmp/stdout3" 2>&1 || { cat "$tmp/stdout3"; fail "train_gpt2 -t 20 failed"; }
+if grep -q "problem length" "$tmp/stdout3"; then fail "a note about the problem length for -t 20"; fi
 
 # GPT-2-id shards without the marker: no accuracy, and -i without -j means no validation
 mkdir "$tmp/plain"

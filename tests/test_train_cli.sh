@@ -340,13 +340,13 @@ expect_success "note: -N with a checkpoint" "$TRAIN" "${T[@]}" -e "$MODEL" -N pr
 check "note: ... says -N is ignored" grep -qx "note: -N pre is ignored: the model comes from a checkpoint, which carries its own norm mode" "$W/note:_-N_with_a_checkpoint.out"
 expect_success "note: -N with a fresh model" "$TRAIN" "${T[@]}" -e d1 -N pre
 check "note: ... says nothing about -N" test -z "$(grep -e '-N' "$W/note:_-N_with_a_fresh_model.out")"
-expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 8 -x 2
+expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 -u 8 -x 2
 check "note: ... says the lr never reaches -l" grep -qx "note: warmup -u 8 is longer than the run -x 2: the learning rate ends at 0.00025, not at -l 0.001" "$W/note:_-u_larger_than_-x.out"
 expect_success "note: -u equal to -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 2 -x 2
 check "note: ... says nothing" test -z "$(grep warmup "$W/note:_-u_equal_to_-x.out")"
 # good_run was planned with -x 2 (warmup 100): resumed to -x 4 the schedule changes
 cp -r "$W/good_run" "$W/longer"
-expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -x 4 -u 1 -o "$W/longer" -y 1
+expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 -x 4 -u 1 -o "$W/longer" -y 1
 check "note: ... names both learning rates" grep -qx "note: the run was planned with -x 2; with -x 4 the learning rate at step 3 is 7.750e-04, not 1.000e-04" "$W/note:_resume_with_a_larger_-x.out"
 expect_success "note: a run of 4 steps, pairs 2 and 4" "$TRAIN" "${T[@]}" -e "$MODEL" -x 4 -n 2 -o "$W/plan"
 rm "$W/plan/model_00000004.bin" "$W/plan/state_00000004.bin"

@@ -25,7 +25,7 @@ fi
 ARITH_DATA=${ARITH_DATA:-data/arithmetic_d${DIGITS}_n$TRAIN_PROBLEMS}
 if [[ ! -f $ARITH_DATA/arithmetic.txt ]]; then
     make -s dev/data/arithmetic
-    ./dev/data/arithmetic "$ARITH_DATA" -d "$DIGITS" -n "$TRAIN_PROBLEMS" -m 5000
+    ./dev/data/arithmetic "$ARITH_DATA" -d "$DIGITS" -n "$TRAIN_PROBLEMS" -m 5000 -f plain
 fi
 begin arithmetic
 for seed in $SEEDS; do
