@@ -195,9 +195,10 @@ dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEA
 test-mechanism: dev/experiments/mechanism train_gpt2 tests/bin/mkshard
 	bash tests/test_mechanism.sh
 
-# dev/plot.py refuses a log with nothing to plot (standard library only; skipped without python3)
+# dev/plot.py refuses a log with nothing to plot; the data scripts' progress counter (standard
+# library only; skipped without python3)
 test-plot:
-	@if command -v python3 > /dev/null 2>&1; then python3 dev/test_plot.py; \
+	@if command -v python3 > /dev/null 2>&1; then python3 dev/test_plot.py && python3 dev/data/test_progress.py; \
 	else echo "test-plot: skipped: python3 not found"; fi
 
 # several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on

@@ -36,6 +36,7 @@ yardstick is under 1e-6 and the floors decide; on siamese_trained the gradients'
 #include "train_gpt2.c"
 
 #include "common/debug_state.h"
+#include "common/train_common.h"  // now_seconds
 
 static const float TOL_ACTS = 1e-5f;
 static const float TOL_LOSS = 1e-6f;
@@ -171,7 +172,22 @@ static void store_tensors(const DumpTensor* list, int n, CpuTensors* ct) {
     }
 }
 
-static void write_mode(const char* dir, NormMode mode, const int shape[6], int steps) {
+// the progress of --write: one unit per forward and backward pass (the reference pass and each
+// AdamW step of each mode), a line after each with the time so far and what the pace says is left
+typedef struct {
+    int done, total;
+    double start;
+} WriteProgress;
+
+static void write_progress(WriteProgress* p, NormMode mode, const char* what) {
+    p->done++;
+    double elapsed = now_seconds() - p->start;
+    printf("  [%d/%d] %s: %s, %.0f s", p->done, p->total, NORM_MODE_NAMES[mode], what, elapsed);
+    if (p->done < p->total) { printf(", about %.0f s left", elapsed / p->done * (p->total - p->done)); }
+    printf("\n");
+}
+
+static void write_mode(const char* dir, NormMode mode, const int shape[6], int steps, WriteProgress* progress) {
     int L = shape[0], C = shape[1], NH = shape[2], V = shape[3], T = shape[4], B = shape[5];
     GPT2Config cfg = {T, V, (V + 127) / 128 * 128, L, NH, C, mode};
     GPT2 model;
@@ -202,6 +218,7 @@ static void write_mode(const char* dir, NormMode mode, const int shape[6], int s
     gpt2_backward(&model, 1.0f);
     store_tensors(ds.bwd, ds.n_bwd, &ct);
     memcpy(ds.grads, model.grads_memory, model.num_parameters * sizeof(float));
+    write_progress(progress, mode, "activations and gradients");
     model.stream_grad_hook = NULL;
     for (int step = 0; step < steps; step++) {
         gpt2_forward(&model, ds.inputs, ds.targets, B, T);
@@ -211,6 +228,9 @@ static void write_mode(const char* dir, NormMode mode, const int shape[6], int s
         float norm = gpt2_grad_norm(&model);
         gpt2_update(&model, ds.lr, ds.beta1, ds.beta2, ds.eps, ds.weight_decay, grad_clip_scale(norm, ds.grad_clip),
                     step + 1);
+        char what[64];
+        snprintf(what, sizeof(what), "AdamW step %d of %d", step + 1, steps);
+        write_progress(progress, mode, what);
     }
     snprintf(path, sizeof(path), "%s/%s/debug_state.bin", dir, NORM_MODE_NAMES[mode]);
     debug_state_write(&ds, path, &cfg, model.num_parameters);
@@ -321,7 +341,8 @@ int main(int argc, char** argv) {
         parse_shape(argv[3], shape);
         ensure_writable_dir(argv[2]);
         int steps = 3;
-        for (int mode = 0; mode < NUM_NORM_MODES; mode++) { write_mode(argv[2], (NormMode)mode, shape, steps); }
+        WriteProgress progress = {0, NUM_NORM_MODES * (1 + steps), now_seconds()};
+        for (int mode = 0; mode < NUM_NORM_MODES; mode++) { write_mode(argv[2], (NormMode)mode, shape, steps, &progress); }
         return 0;
     }
     const char* dir = argc > 1 ? argv[1] : "data/test";

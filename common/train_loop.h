@@ -303,6 +303,41 @@ static inline double train_flops_per_token(const TrainRun* r) {
 }
 
 // ----------------------------------------------------------------------------
+// how long the run will take, said once the first steps are timed
+
+#define ESTIMATE_STEPS 5  // steps timed before the estimate, after the run's first (caches, libraries warm up)
+
+typedef struct {
+    int first_step;        // the run's first step (0, or the step resumed from), not timed
+    int steps_timed;
+    double step_seconds;   // summed over the timed steps
+    double eval_seconds;   // the first evaluation (validation loss and accuracy), -1 before it
+} RunEstimate;
+
+// called after each step with its time; after ESTIMATE_STEPS timed steps prints the estimate: the
+// steps left at their mean time, plus the evaluations left at the time the first one took
+static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int evaluates, int step, double seconds) {
+    const TrainArgs* a = &r->args;
+    if (step == e->first_step || e->steps_timed >= ESTIMATE_STEPS) { return; }
+    e->step_seconds += seconds;
+    if (++e->steps_timed < ESTIMATE_STEPS || r->dist.rank != 0) { return; }
+    int steps_left = a->max_steps - (step + 1);
+    if (steps_left == 0) { return; }  // a run of ESTIMATE_STEPS + 1 steps: nothing left to estimate
+    // evaluations at the steps step+1..max_steps that are multiples of -v, and at the last
+    int evals_left = !evaluates ? 0 : a->max_steps / a->val_every - step / a->val_every +
+                                          (a->max_steps % a->val_every != 0);
+    double eval = e->eval_seconds > 0 ? e->eval_seconds : 0.0;
+    double left = steps_left * (e->step_seconds / e->steps_timed) + evals_left * eval;
+    char evals[96] = "";
+    if (evals_left > 0) { snprintf(evals, sizeof(evals), ", %d evaluations at %.1f s", evals_left, eval); }
+    long s = lround(left);
+    char total[48] = "";
+    if (s >= 60) { snprintf(total, sizeof(total), " (%ld min %02ld s)", s / 60, s % 60); }
+    printf("run will take about %ld s more%s: %d steps at %.0f ms%s; sampling and checkpoints not counted\n", s, total,
+           steps_left, 1000.0 * e->step_seconds / e->steps_timed, evals);
+}
+
+// ----------------------------------------------------------------------------
 // the loop
 
 // Runs the steps from the resumed step (or 0) to -x: at every evaluation step the validation loss
@@ -338,16 +373,20 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     Logger logger;
     logger_init(&logger, r->dist.rank == 0 ? a->output_dir : "", a->resume);  // rank 0 alone logs
     double step_flops = train_flops_per_token(r) * (double)a->total_batch;
+    int evaluates = r->have_val || have_arith;
+    RunEstimate estimate = {st.step, 0, 0.0, -1.0};
 
     for (int step = st.step; step <= a->max_steps; step++) {
         int last = step == a->max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != r->resume_step) {
-            if ((r->have_val || have_arith) && (step % a->val_every == 0 || last)) {
+            if (evaluates && (step % a->val_every == 0 || last)) {
+                double eval_start = now_seconds();
                 float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
                                                               &r->dist) : 0.0f;
                 run_report_evaluation(&logger, step, last, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
                                       train_greedy_next, &greedy);
+                if (estimate.eval_seconds < 0) { estimate.eval_seconds = now_seconds() - eval_start; }
             }
             if (r->dist.rank == 0 && a->sample_every > 0 && a->gen_tokens > 0 &&
                 ((step > 0 && step % a->sample_every == 0) || last)) {
@@ -395,6 +434,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
                    loss, norm, lr, ms, tok_s, mfu_line);
             logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss,
                         norm, lr, ms, tok_s, mfu_log);
+            run_estimate_step(&estimate, r, evaluates, step, ms / 1000.0);
         } else {
             nonfinite_step(&logger, a, &st, step, loss, norm);  // skip the update; several in a row stop the run
         }

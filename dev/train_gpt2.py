@@ -35,6 +35,9 @@ import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+from progress import Progress  # noqa: E402 (dev/data/progress.py, standard library only)
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -483,17 +486,21 @@ def write_dumps(outdir):
     g = torch.Generator().manual_seed(42)
     tokens = torch.randint(0, DUMP_CONFIG["vocab_size"], (DUMP_B, DUMP_T + 1), generator=g)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    progress = Progress("writing dumps", total=len(NORM_MODES) + 1, unit="dumps", every=0)
     for mode_index, mode in enumerate(NORM_MODES):
         torch.manual_seed(1337)
         model = GPT(GPTConfig(norm_mode=mode, **DUMP_CONFIG), use_sdpa=False)
         perturb(model, 2000 + mode_index)
         write_dump(model, os.path.join(outdir, mode), x, y)
+        progress.update()
     torch.manual_seed(1337)
     model = GPT(GPTConfig(norm_mode=TRAINED_MODE, **DUMP_CONFIG), use_sdpa=False)
     perturb(model, 2000 + NORM_MODES.index(TRAINED_MODE))
     model, last = train_on_batch(model, x, y, TRAINED_STEPS, TRAINED_LR)
     write_dump(model, os.path.join(outdir, TRAINED_MODE + "_trained"), x, y,
                f"(trained {TRAINED_STEPS} steps, last training loss {last:.4f}) ")
+    progress.update()
+    progress.close()
 
 
 def scaled_max_error(ours, ref):
@@ -510,6 +517,7 @@ def check_dumps(dumpdir):
     torch.use_deterministic_algorithms(True)
     tol = dict(forward=1e-5, loss=1e-6, backward=1e-5, grads=1e-5, steps=1e-6)
     failures = 0
+    progress = Progress("checking dumps", total=len(NORM_MODES), unit="modes", every=0)
     for mode_index, mode in enumerate(NORM_MODES):
         model = read_model(os.path.join(dumpdir, mode, "model.bin"), use_sdpa=False).double()
         cfg = model.config
@@ -573,6 +581,8 @@ def check_dumps(dumpdir):
             failures += len(bad)
             line.append(f"{kind} {worst:.1e} ({name}){' FAIL: ' + ', '.join(bad[:8]) if bad else ''}")
         print(f"{mode:8s} L {cfg.n_layer} C {cfg.n_embd} NH {cfg.n_head} V {V} B {B} T {T} | worst: " + " | ".join(line))
+        progress.update()
+    progress.close()
     print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors or losses over tolerance")
     return failures
 

@@ -3,7 +3,9 @@
 # steps: a fresh model takes the vocabulary of the data's tokenizer.bin (257, padded 384), every
 # validation reports the held-out accuracy on the step line and in main.log, the last one also a
 # line of held-out problems with the model's answers and the first problem as the data writes it,
-# and a -t that is not a multiple of the padded problems' length gets a note.
+# and a -t that is not a multiple of the padded problems' length gets a note. Last, the estimate of
+# the run's length (common/train_loop.h): said once, after the sixth step (5 timed after the first),
+# with the steps and evaluations left, and a total that is what they add up to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/test_arith_train_XXXXXX)
@@ -39,4 +41,18 @@ cp "$tmp/data/arithmetic_train.bin" "$tmp/plain/"
 grep -q "V 50257 (padded 50304)" "$tmp/stdout2" || fail "without a tokenizer.bin the vocabulary is not GPT-2's"
 grep -q "no validation" "$tmp/stdout2" || fail "-i without -j does not say that it skips validation"
 if grep -q "arith acc" "$tmp/stdout2"; then fail "accuracy reported for data without the marker"; fi
+# the estimate: -x 12 -v 5 evaluates at 0, 5, 10 and 12; after step 6, 6 steps and 2 evaluations are left
+./train_gpt2 -i "$tmp/data/arithmetic_train.bin" -j "$tmp/data/arithmetic_val.bin" -e d1 -b 4 -t 20 -x 12 -v 5 \
+    -m 1 -k 4 -s 0 > "$tmp/stdout4" 2>&1 || { cat "$tmp/stdout4"; fail "train_gpt2 -x 12 failed"; }
+[ "$(grep -c "^run will take about" "$tmp/stdout4")" = 1 ] || fail "the estimate is not said exactly once"
+grep -A1 "^step 6/12 " "$tmp/stdout4" | grep -q "^run will take about" || fail "the estimate does not follow step 6"
+line=$(grep "^run will take about" "$tmp/stdout4")
+echo "$line" | grep -Eq "^run will take about [0-9]+ s more: 6 steps at [0-9]+ ms, 2 evaluations at [0-9.]+ s; " \
+    || fail "the estimate does not count 6 steps and 2 evaluations left: $line"
+awk -v l="$line" 'BEGIN { split(l, w, " "); total = w[5]; ms = w[10]; ev = w[14];  # about T s more: 6 steps at M ms, 2 evaluations at E s
+    sum = 6 * ms / 1000 + 2 * ev; exit !(total >= sum - 0.6 - 0.012 && total <= sum + 0.6 + 0.012) }' \
+    || fail "the estimate's total is not the steps and evaluations it counts: $line"
+./train_gpt2 -i "$tmp/data/arithmetic_train.bin" -j "$tmp/data/arithmetic_val.bin" -e d1 -b 4 -t 20 -x 6 -v 0 \
+    -s 0 > "$tmp/stdout5" 2>&1 || { cat "$tmp/stdout5"; fail "train_gpt2 -x 6 failed"; }
+if grep -q "^run will take" "$tmp/stdout5"; then fail "an estimate in a run of 6 steps (none left to estimate)"; fi
 echo "test_arith_train: all checks passed"

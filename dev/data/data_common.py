@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+from progress import Progress  # noqa: F401 (the scripts take it from here; standard library only)
+
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
 TOKENIZER_MAGIC = 20240328

@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 
-from data_common import (DataError, ShardWriter, add_tiktoken_arg, gpt2_encoding, run_main,
+from data_common import (DataError, Progress, ShardWriter, add_tiktoken_arg, gpt2_encoding, run_main,
                          tokenize_documents, write_tokenizer)
 
 DATASET = "HuggingFaceFW/fineweb"
@@ -84,11 +84,16 @@ def main():
     writer = ShardWriter(output_dir, "fineweb", shard_tokens=args.shard_tokens)
     documents = tokenize_documents(texts, args.tiktoken, args.workers, chunksize=16)
     stopped_early = False
+    # with --max_shards the tokens to write are known; otherwise the count and the rate
+    progress = Progress("tokenizing", unit="tokens",
+                        total=args.max_shards * args.shard_tokens if args.max_shards is not None else None)
     for tokens in documents:
         writer.add(tokens)
+        progress.update(len(tokens))
         if args.max_shards is not None and len(writer.written) >= args.max_shards:
             stopped_early = True
             break
+    progress.close()
     documents.close()  # stops the worker processes if we left the loop early
     writer.close(write_tail=not stopped_early)
     if len(writer.written) < 2:

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from data_common import (BYTE_VOCAB_SIZE, ByteEncoding, DataError, ShardWriter, add_tiktoken_arg, encode_bytes, gpt2_encoding, run_main,
+from data_common import (BYTE_VOCAB_SIZE, ByteEncoding, DataError, Progress, ShardWriter, add_tiktoken_arg, encode_bytes, gpt2_encoding, run_main,
                          split_documents, tokenize_documents, write_tokenizer)
 
 
@@ -100,7 +100,12 @@ def main():
         raise DataError(f"{args.input}: not valid UTF-8 ({e})") from None
     documents = split_documents(text, args.split)
     enc = gpt2_encoding(args.tiktoken)  # fails early, before the workers start, if there is none
-    parts = list(tokenize_documents(documents, args.tiktoken, args.workers))
+    progress = Progress("tokenizing", total=len(documents), unit="documents")
+    parts = []
+    for part in tokenize_documents(documents, args.tiktoken, args.workers):
+        parts.append(part)
+        progress.update()
+    progress.close()
     tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
     print(f"{args.input}: {len(text):,} characters, {len(documents):,} documents, {len(tokens):,} tokens")
 

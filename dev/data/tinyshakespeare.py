@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from data_common import (DataError, ShardWriter, add_tiktoken_arg, download, encode_document,
+from data_common import (DataError, Progress, ShardWriter, add_tiktoken_arg, download, encode_document,
                          ensure_dir, gpt2_encoding, run_main, split_documents, write_tokenizer)
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -47,7 +47,13 @@ def main():
         text = f.read()
 
     documents = split_documents(text, "blank")
-    tokens = np.concatenate([encode_document(enc, doc) for doc in documents])
+    progress = Progress("tokenizing", total=len(documents), unit="documents")
+    parts = []
+    for doc in documents:
+        parts.append(encode_document(enc, doc))
+        progress.update()
+    progress.close()
+    tokens = np.concatenate(parts)
     if len(tokens) <= VAL_TOKENS:
         raise DataError(f"{input_path}: only {len(tokens)} tokens, need more than {VAL_TOKENS} "
                         f"(the validation split)")

@@ -18,7 +18,7 @@ import json
 import os
 import tarfile
 
-from data_common import (DataError, ShardWriter, add_tiktoken_arg, download, ensure_dir,
+from data_common import (DataError, Progress, ShardWriter, add_tiktoken_arg, download, ensure_dir,
                          gpt2_encoding, run_main, tokenize_documents, write_tokenizer)
 
 URL = "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStories_all_data.tar.gz"
@@ -79,10 +79,13 @@ def main():
 
     writer = ShardWriter(args.output_dir, "tinystories", shard_tokens=args.shard_tokens)
     num_stories = 0
+    progress = Progress("tokenizing", total=args.max_stories, unit="stories")  # the archive does not say how many
     for tokens in tokenize_documents(iter_stories(archive, args.max_stories), args.tiktoken,
                                      args.workers, chunksize=64):
         writer.add(tokens)
         num_stories += 1
+        progress.update()
+    progress.close()
     writer.close()
     if len(writer.written) < 2:
         raise DataError(f"only {writer.num_val_tokens()} tokens: not more than one shard, so no "
