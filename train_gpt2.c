@@ -210,7 +210,7 @@ static void siamese_input_forward(float* a_out, float* r_out, float* u_out, Siam
         float* a = a_out ? a_out + o : u;  // without a_out, u's row holds a until u is written
         layernorm_row(a, st.x_mean + row, st.x_rstd + row, x + o, p.xw, p.xb, C);  // a = LN(x)
         layernorm_row(r, st.y_mean + row, st.y_rstd + row, y + o, p.yw, p.yb, C);  // r = LN(y) ...
-        for (int i = 0; i < C; i++) { r[i] += a[i]; }                                // ... + a
+        for (int i = 0; i < C; i++) { r[i] += a[i]; }                              // ... + a
         layernorm_row(u, st.mean + row, st.rstd + row, r, p.w, p.b, C);            // u = LN(r)
     }
 }
@@ -651,20 +651,20 @@ static size_t point_scratch(GradScratch* t, float* memory, const GPT2Config* cfg
 
 typedef struct {
     GPT2Config config;
-    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
     size_t num_parameters;
-    ParameterTensors params;
-    float* params_memory;
-    ParameterTensors grads;
-    float* grads_memory;
-    float* m_memory;  // AdamW first moment, of parameters [opt_lo, opt_hi)
-    float* v_memory;  // AdamW second moment, of the same
+    ParameterTensors params;  // the tensors, pointing into params_memory
+    float* params_memory;     // (num_parameters) all parameters, in checkpoint order
+    ParameterTensors grads;   // the same layout, pointing into grads_memory
+    float* grads_memory;      // (num_parameters)
+    float* m_memory;  // (opt_hi - opt_lo) AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;  // (opt_hi - opt_lo) AdamW second moment, of the same
     size_t opt_lo, opt_hi;  // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
-    float* acts_memory;
+    float* acts_memory;       // (num_activations) every activation tensor
     size_t num_activations;
     GradScratch scratch;
-    float* scratch_memory;
+    float* scratch_memory;    // every scratch tensor
     int batch_size, seq_len;  // the (B, T) the buffers were allocated for
     int cur_B, cur_T;         // the (B, T) of the last forward pass
     int* inputs;              // (B, T) tokens of the last forward pass

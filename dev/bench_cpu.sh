@@ -8,6 +8,12 @@
 #   siamese / pre      the price of the second stream (goal <= 1.08)
 #   ours / PyTorch     per mode (goal < 1)
 # Usage: dev/bench_cpu.sh [steps]      (env: THREADS=2, MODES="pre post siamese", DEPTH=d12)
+#
+# BASELINE=path/to/an/older/train_gpt2 instead times that binary against this one, alternately
+# (baseline, ours, baseline, ours, ... ROUNDS=3 times per mode), and prints ours / baseline per
+# mode from the medians of all their steps: on a loaded machine the two see the same load, so the
+# ratio is the figure to compare (PyTorch is skipped). For example, against commit REV:
+#   git worktree add /tmp/old REV && make -C /tmp/old train_gpt2 && BASELINE=/tmp/old/train_gpt2 bash dev/bench_cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-6}
@@ -29,11 +35,41 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack(f"<{n}H", *(random.randrange(50257) for _ in range(n))))
 EOF
 
-# median over steps 2..N of the "| 123.45 ms |" field of the step lines
-median_ms() {
-    grep -E '^step [0-9]+/' | sed -n '2,$p' | sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' | sort -g |
+# median of the "| 123.45 ms |" field of all the step lines read
+median_ms_all() {
+    sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' | sort -g |
         awk '{a[NR]=$1} END {if (NR == 0) {print "nan"} else if (NR % 2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'
 }
+# median over steps 2..N of the step lines of one run
+median_ms() {
+    grep -E '^step [0-9]+/' | sed -n '2,$p' | median_ms_all
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+
+if [[ -n "${BASELINE:-}" ]]; then
+    [[ -x "$BASELINE" ]] || { echo "BASELINE=$BASELINE is not an executable file"; exit 1; }
+    ROUNDS=${ROUNDS:-3}
+    echo "CPU benchmark: this tree's train_gpt2 against $BASELINE, alternately, fresh $DEPTH, B=4, T=64," \
+        "$THREADS threads, $ROUNDS rounds of $STEPS steps (median of steps 2..$STEPS of every round)"
+    echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; commit $(git rev-parse --short HEAD)"
+    for mode in $MODES; do
+        : > "$WORK/base.txt"
+        : > "$WORK/ours.txt"
+        for ((round = 1; round <= ROUNDS; round++)); do
+            for who in base ours; do
+                bin=./train_gpt2
+                [[ $who == base ]] && bin=$BASELINE
+                OMP_NUM_THREADS=$THREADS "$bin" -i "$WORK/tokens.bin" -j "" -e "$DEPTH" -N "$mode" -b 4 -t 64 \
+                    -x "$STEPS" -v 0 -s 0 | grep -E '^step [0-9]+/' | sed -n '2,$p' >> "$WORK/$who.txt"
+            done
+        done
+        base_ms=$(median_ms_all < "$WORK/base.txt")
+        ours_ms=$(median_ms_all < "$WORK/ours.txt")
+        echo "  $mode: baseline $base_ms ms/step, ours $ours_ms ms/step, ours / baseline $(ratio "$ours_ms" "$base_ms")"
+    done
+    exit 0
+fi
 
 declare -A OURS TORCH
 echo "CPU benchmark: fresh $DEPTH, B=4, T=64, $THREADS threads, $STEPS steps (median of steps 2..$STEPS)"
@@ -56,7 +92,6 @@ else
 fi
 
 echo "ratios:"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 if [[ -n "${OURS[pre]:-}" ]]; then
     echo "  pre / llm.c reference (3000 ms): $(ratio "${OURS[pre]}" 3000)   (goal <= 0.6)"
 fi
