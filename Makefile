@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-dist test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-new-kernels test-dist test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -100,7 +100,7 @@ ifeq ($(PRECISION),FP32)
 else ifneq ($(PRECISION),BF16)
   $(error PRECISION must be BF16 or FP32, not $(PRECISION))
 endif
-CUDA_SOURCES = train_gpt2.cu siamese.cuh $(COMMON_HEADERS)
+CUDA_SOURCES = train_gpt2.cu siamese.cuh attention.cuh $(COMMON_HEADERS)
 
 # rebuild the CUDA binaries when PRECISION or GPU_ARCH change
 # several GPUs (common/dist.h, doc/distributed.md): the trainer gets MPI (to launch) where the C
@@ -208,11 +208,17 @@ tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
 test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic \
-	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu)
+	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu)
 	bash tests/test_dist.sh
 
+# the kernels behind TRAIN_GPT2CU_KERNELS through the CPU execution layer: a shape the stored dumps
+# lack, and planted bugs that must fail (tests/test_new_kernels.sh)
+test-new-kernels: test_gpt2
+	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-new-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
+	else bash tests/test_new_kernels.sh; fi
+
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-new-kernels
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

@@ -154,6 +154,42 @@ static int cuda_device_usable(char* msg, size_t cap) {
 }
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+__device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
+
+// Kernels waiting for GPU timing. Each one sits beside the path it would replace and is switched
+// on by name in the environment variable TRAIN_GPT2CU_KERNELS (comma-separated, or "all"; unset or
+// "none" keeps the old paths, the default until a GPU shows a new kernel faster). test_gpt2cu
+// checks every mode with all of them on and all off (it sets new_kernels itself).
+//     flash   attention without the (B, NH, T, T) tensors (flash_attention_forward / _backward)
+//     colsum  the column sums of the parameter gradients in two stages (column_grads)
+enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2 };
+static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum"};
+#define NUM_NEW_KERNELS ((int)(sizeof(NEW_KERNEL_NAMES) / sizeof(NEW_KERNEL_NAMES[0])))
+static int new_kernels = -1;  // a bit set of KERNEL_*; -1: not read from the environment yet
+
+static int new_kernel_on(int kernel) {
+    if (new_kernels < 0) {
+        const char* v = getenv("TRAIN_GPT2CU_KERNELS");
+        new_kernels = 0;
+        if (v && strcmp(v, "all") == 0) {
+            new_kernels = (1 << NUM_NEW_KERNELS) - 1;
+        } else if (v && v[0] != '\0' && strcmp(v, "none") != 0) {
+            for (const char* p = v; *p != '\0';) {
+                size_t n = strcspn(p, ",");
+                int k = 0;
+                while (k < NUM_NEW_KERNELS && (strlen(NEW_KERNEL_NAMES[k]) != n || strncmp(p, NEW_KERNEL_NAMES[k], n) != 0)) { k++; }
+                if (k == NUM_NEW_KERNELS) {
+                    char known[256] = "";
+                    for (int i = 0; i < NUM_NEW_KERNELS; i++) { strcat(strcat(known, NEW_KERNEL_NAMES[i]), ", "); }
+                    fatal("TRAIN_GPT2CU_KERNELS: unknown kernel '%.*s' (known: %sor all, or none)", (int)n, p, known);
+                }
+                new_kernels |= 1 << k;
+                p += n + (p[n] == ',');
+            }
+        }
+    }
+    return (new_kernels & kernel) != 0;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, offset); }
@@ -310,6 +346,14 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const flo
 // A block owns 32 columns; its 32 x 32 threads walk the rows 32 apart (coalesced: a warp reads
 // 32 neighbouring columns of one row) and the 32 partial sums of each column are added in a
 // fixed order through shared memory. No atomics: deterministic.
+//
+// Two stages (TRAIN_GPT2CU_KERNELS=colsum). One block per 32 columns is 24 blocks per job at
+// C = 768: far too few for a GPU of 132 SMs. The two-stage version also splits the rows into
+// column_splits(N) chunks of at least COLUMN_CHUNK_ROWS (blockIdx.z picks the chunk; the count
+// depends on N only, so every GPU adds the same numbers in the same order): stage 1 is the same
+// kernel writing each chunk's sums to column_partials instead of adding them, stage 2
+// (column_finish_kernel) adds the chunks of each column in chunk order. At N = 8192, 32 chunks:
+// 768 blocks per job.
 template <typename Td>
 struct ColumnJob {
     float* dw;          // NULL for a bias-only job
@@ -325,14 +369,28 @@ struct ColumnJobs {
 };
 
 #define COLUMN_TILE 32
+#define COLUMN_MAX_SPLITS 32
+#define COLUMN_CHUNK_ROWS 64
 
+static int column_splits(int N) {
+    int s = ceil_div(N, COLUMN_CHUNK_ROWS);
+    return s < COLUMN_MAX_SPLITS ? s : COLUMN_MAX_SPLITS;
+}
+
+// stage 1's output: (3 jobs, 2 sums (w, b), COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols
+static float* column_partials = NULL;
+static size_t column_partials_cols = 0;
+
+// partials NULL: the one-stage kernel (rows all, += into dw and db); otherwise chunk blockIdx.z of
+// `splits` writes its sums to partials[job][w or b][chunk][c]
 template <typename Td>
-__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C) {
+__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C, float* partials, int splits) {
     const ColumnJob<Td> j = jobs.job[blockIdx.y];
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    int chunk = ceil_div_dev(N, splits), r_begin = blockIdx.z * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
     float sw = 0.0f, sb = 0.0f;
     if (c < C) {
-        for (int r = threadIdx.y; r < N; r += COLUMN_TILE) {
+        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) {
             float d = (float)j.dout[(size_t)r * C + c];
             sb += d;
             if (j.inp) { sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r]; }
@@ -345,15 +403,44 @@ __global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C) {
     if (threadIdx.y == 0 && c < C) {
         float tw = 0.0f, tb = 0.0f;
         for (int k = 0; k < COLUMN_TILE; k++) { tw += part_w[k][threadIdx.x]; tb += part_b[k][threadIdx.x]; }
-        if (j.dw) { j.dw[c] += tw; }
-        j.db[c] += tb;
+        if (partials) {
+            float* pw = partials + ((size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS + blockIdx.z) * C;
+            pw[c] = tw;
+            pw[(size_t)COLUMN_MAX_SPLITS * C + c] = tb;
+        } else {
+            if (j.dw) { j.dw[c] += tw; }
+            j.db[c] += tb;
+        }
     }
+}
+
+// stage 2: one thread per (column, job), the chunks in order
+template <typename Td>
+__global__ void column_finish_kernel(ColumnJobs<Td> jobs, int C, const float* partials, int splits) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+    const float* pw = partials + (size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS * C + c;
+    const float* pb = pw + (size_t)COLUMN_MAX_SPLITS * C;
+    float tw = 0.0f, tb = 0.0f;
+    for (int k = 0; k < splits; k++) { tw += pw[(size_t)k * C]; tb += pb[(size_t)k * C]; }
+    if (j.dw) { j.dw[c] += tw; }
+    j.db[c] += tb;
 }
 
 template <typename Td>
 static void column_grads(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
-    dim3 grid(ceil_div(C, COLUMN_TILE), njobs), block(COLUMN_TILE, COLUMN_TILE);
-    column_grads_kernel<Td><<<grid, block>>>(jobs, N, C);
+    dim3 block(COLUMN_TILE, COLUMN_TILE);
+    if (!new_kernel_on(KERNEL_COLSUM)) {
+        column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), block>>>(jobs, N, C, (float*)NULL, 1);
+        cudaCheckLaunch();
+        return;
+    }
+    if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
+    int splits = column_splits(N);
+    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs, splits), block>>>(jobs, N, C, column_partials, splits);
+    cudaCheckLaunch();
+    column_finish_kernel<Td><<<dim3(ceil_div(C, 256), njobs), 256>>>(jobs, C, column_partials, splits);
     cudaCheckLaunch();
 }
 
@@ -828,6 +915,12 @@ static void attention_backward(floatX* dqkv, floatX* dout, floatX* qkv, const fl
 }
 
 // ----------------------------------------------------------------------------
+// flash attention (TRAIN_GPT2CU_KERNELS=flash): the same attention without any T x T tensor, in
+// attention.cuh (a chapter of its own, like siamese.cuh; dev/cuda times it against the path above)
+
+#include "attention.cuh"
+
+// ----------------------------------------------------------------------------
 // the fused classifier: softmax cross-entropy over the V real entries of each logits row (the
 // entries V..Vp-1 are padding), one block per row. Each thread keeps an online (max, sum of
 // exp) over its strided entries, the block merges them in fp32, and then
@@ -948,7 +1041,7 @@ typedef struct {
     floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
     floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x)
     floatX* qkv;       // (L, B, T, 3C)
-    floatX* att;       // (L, B, NH, T, T) attention probabilities
+    floatX* att;       // (L, B, NH, T, T) attention probabilities (empty with flash attention)
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
     floatX* fch_gelu;  // (L, B, T, 4C)
@@ -974,22 +1067,24 @@ typedef struct {
     float* lnf_mean;   // (B, T)
     float* lnf_rstd;
     float* losses;     // (B, T)
+    float* att_lse;    // (L, B, NH, T) flash attention: each row's log-sum-exp (empty otherwise)
 } ActivationsF;
 #define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
 
-static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
+// flash: 1 when attention runs the flash kernels (no T x T tensors, a log-sum-exp per row instead)
+static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    size_t BT = (size_t)B * T, F = flash != 0;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t vx[] = {
         (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
-        U * 2 * L * BT * C, L * BT * 3 * C, L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
+        U * 2 * L * BT * C, L * BT * 3 * C, (1 - F) * L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
         2 * L * BT * C, S * BT * C, BT * C, BT * Vp,
     };
     size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
-                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT};
+                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, F * L * B * NH * T};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_ACTS_X, "one size per floatX activation");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_ACTS_F, "one size per fp32 activation");
     for (int i = 0; i < NUM_ACTS_X; i++) { sx[i] = vx[i]; }
@@ -1002,7 +1097,7 @@ typedef struct {
     floatX* datty;  // (B, T, C)
     floatX* dqkv;   // (B, T, 3C)
     floatX* dfch;   // (B, T, 4C) dL/d(MLP pre-activation)
-    floatX *q, *k, *v, *preatt, *y, *dq, *dk, *dv;  // AttentionScratch
+    floatX *q, *k, *v, *preatt, *y, *dq, *dk, *dv;  // AttentionScratch (empty with flash attention)
 } ScratchX;
 #define NUM_SCRATCH_X ((int)(sizeof(ScratchX) / sizeof(floatX*)))
 
@@ -1013,15 +1108,17 @@ typedef struct {
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
     float* dr;    // (B, T, C) siamese: dL/dr, r = a + LN(y)
     float* da;    // (B, T, C) siamese: dL/da
+    float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
 
-static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
+static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
     size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the gradients of Y and its LayerNorms
-    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * C, BT * C, BT * C, (size_t)B * NH * T * T,
-                   BT * C, BT * C, BT * C, BT * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C};
+    size_t A = flash == 0;  // the old attention path's head tensors
+    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, A * BT * C, A * BT * C, A * BT * C, A * B * NH * T * T,
+                   A * BT * C, A * BT * C, A * BT * C, A * BT * C};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C, (1 - A) * B * NH * T};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
     for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
@@ -1075,6 +1172,7 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
+    int flash_tile;                // flash attention's tile (TRAIN_GPT2CU_KERNELS=flash), 0: the T x T path
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // host (B, T) tokens of the last forward pass
     int* targets;                  // host (B, T) its targets
@@ -1173,11 +1271,17 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
-    fill_activation_sizes(ax, af, cfg, B, T);
+    m->flash_tile = 0;
+    if (new_kernel_on(KERNEL_FLASH)) {
+        char why[200];
+        m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
+        if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
+    }
+    fill_activation_sizes(ax, af, cfg, B, T, m->flash_tile > 0);
     m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
     m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
     m->activation_bytes += bytes;
-    fill_scratch_sizes(sx, sf, cfg, B, T);
+    fill_scratch_sizes(sx, sf, cfg, B, T, m->flash_tile > 0);
     m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
     m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
     m->scratch_bytes += bytes;
@@ -1196,6 +1300,13 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
+    // the widest column sum: the MLP's up-projection bias, 4C columns
+    if (4 * (size_t)cfg->channels > column_partials_cols) {
+        if (column_partials) { cudaCheck(cudaFree(column_partials)); }
+        column_partials_cols = 4 * (size_t)cfg->channels;
+        column_partials = (float*)cuda_malloc_check(3 * 2 * COLUMN_MAX_SPLITS * column_partials_cols * sizeof(float),
+                                                    "column-sum partials");
+    }
     // the largest fp32 matmul output: dwte (Vp, C), dfcw (4C, C), or an activation gradient (B*T, C)
     size_t C = cfg->channels, big = (size_t)cfg->padded_vocab_size * C;
     if (4 * C * C > big) { big = 4 * C * C; }
@@ -1296,7 +1407,11 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
         floatX* atty = a->atty + lBT * C;
         AttentionScratch sc = attention_scratch(&m->sx);
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
-        attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
+        if (m->flash_tile) {
+            flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH, m->flash_tile);
+        } else {
+            attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
+        }
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
     } else {
         floatX* fch = a->fch + lBT * 4 * C;
@@ -1418,8 +1533,13 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
-        AttentionScratch as = attention_scratch(sc);
-        attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);
+        if (m->flash_tile) {
+            flash_attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
+                                     m->af.att_lse + lBT * NH, m->sf.att_dot, B, T, C, NH, m->flash_tile);
+        } else {
+            AttentionScratch as = attention_scratch(sc);
+            attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);
+        }
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
         matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
     } else {
@@ -1570,6 +1690,9 @@ static void cuda_teardown(void) {
     lt_workspace = NULL;
     lt_fallback = NULL;
     lt_fallback_elems = 0;
+    cudaCheck(cudaFree(column_partials));
+    column_partials = NULL;
+    column_partials_cols = 0;
     cublasCheck(cublasLtDestroy(lt_handle));
 }
 

@@ -13,12 +13,14 @@
 #      while the job runs and is gone after it; the checkpoints written before are resumable
 #   f. the CUDA trainer (FP32) through the CPU execution layer (tests/cudacpu), where its gradients
 #      and weights go through host memory as on a GPU build without NCCL: 2 ranks against 1
-#      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact
+#      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact;
+#      the BF16 build (whose ranks gather bf16 working weights with -z 1): -z 0 and -z 1 identical
 # KEEP=1 keeps the work folder. Closes with "N passed, N failed" (exit 1 when anything failed).
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2}
-TRAIN_CU=${TRAIN_CU:-tests/bin/train_gpt2cu_fp32_cpu}  # section f, where it is built
+TRAIN_CU=${TRAIN_CU:-tests/bin/train_gpt2cu_fp32_cpu}  # section f, where they are built
+TRAIN_CU_BF16=${TRAIN_CU_BF16:-tests/bin/train_gpt2cu_cpu}
 CKPT_DIFF=${CKPT_DIFF:-tests/bin/ckpt_diff}
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 if ! command -v mpirun > /dev/null 2>&1; then
@@ -210,6 +212,15 @@ if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
         && ok "$CU_LABEL: the memory line names the shard" || bad "$CU_LABEL: memory line" "$W/cu_two.out"
 else
     echo "skip f. the CUDA trainer through the CPU execution layer: $TRAIN_CU not built with MPI"
+fi
+if [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi; then
+    H=(-e d2c32h2 -b 4 -t 32 -d 256 -x 4 -u 5 -v 2 -m 2 -k 4 -s 0)
+    CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU_BF16"))"
+    BIN=$TRAIN_CU_BF16 train bf16_two 2 "${H[@]}"
+    BIN=$TRAIN_CU_BF16 train bf16_two_z0 2 "${H[@]}" -z 0
+    same_files "$CU_LABEL: -z 0 and -z 1 (bf16 working weights gathered)" "$W/bf16_two" "$W/bf16_two_z0" 4
+else
+    echo "skip f. the BF16 CUDA trainer through the CPU execution layer: $TRAIN_CU_BF16 not built with MPI"
 fi
 
 echo "test-dist: $passed passed, $failed failed"

@@ -17,32 +17,28 @@ version 2: a flash-attention-style kernel of our own on CUDA cores (no tensor co
            the diagonal are skipped, the diagonal masked. No T x T tensor exists. Heavy tiles are launched
            first. (The trainer's backward pass needs att or, for a flash backward, the row
            log-sum-exp: this experiment is the forward only.)
+version 3: the trainer's flash attention (../../attention.cuh, TRAIN_GPT2CU_KERNELS=flash): blocks
+           of 64 queries (16 per warp), key and value tiles in shared memory, q.k^T and P.v on
+           tensor cores through WMMA (bf16 in, fp32 accumulation), online softmax per key tile,
+           also saving each row's log-sum-exp for the backward pass (attention_backward.cu).
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention). Timing in ms
 and in TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
 
-Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 attention_forward.cu -o attention_forward -lcublas
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_forward.cu -o attention_forward -lcublas
                               ./attention_forward [version]
 Status: compiled without a GPU; never run yet.
 */
-#include <cublas_v2.h>
-#include "common.h"
+#include "attention_v1.h"
+#include "attention.cuh"
 
 #define BATCH 8
 #define SEQ 1024   // T
 #define HEADS 12   // NH
 #define HSIZE 64   // HS
-#define ROW_WARPS 8
 #define FA_BR 64   // version 2: queries per block (one thread each)
 #define FA_BC 64   // version 2: keys per tile
 #define FA_SUB 32  // version 2: keys per online-softmax update (the warp size)
-
-static void cublas_check(cublasStatus_t st, int line) {
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "cuBLAS error %d at line %d\n", (int)st, line);
-        exit(EXIT_FAILURE);
-    }
-}
 
 // ----------------------------------------------------------------------------
 // CPU reference
@@ -117,76 +113,6 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// version 1: permute, batched matmuls, softmax (train_gpt2.cu)
-
-// element i of a (B, NH, T, HS) head tensor lives at this offset of a (B, T, row_len) row tensor
-__device__ __forceinline__ size_t head_offset(size_t i, int T, int NH, int HS, size_t row_len) {
-    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
-    return (b * T + t) * row_len + h * HS + c;
-}
-
-__global__ void permute_qkv_v1(bf16* q, bf16* k, bf16* v, const bf16* qkv, int B, int T, int NH, int HS) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    size_t C = (size_t)NH * HS;
-    const bf16* row = qkv + head_offset(i, T, NH, HS, 3 * C);
-    q[i] = row[0];
-    k[i] = row[C];
-    v[i] = row[2 * C];
-}
-
-__global__ void unpermute_v1(bf16* out, const bf16* y, int B, int T, int NH, int HS) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    out[head_offset(i, T, NH, HS, (size_t)NH * HS)] = y[i];
-}
-
-__global__ void softmax_v1(bf16* att, const bf16* preatt, int rows, int T, float scale) {
-    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (r >= rows) { return; }
-    int t = r % T;
-    const bf16* p = preatt + (size_t)r * T;
-    bf16* a = att + (size_t)r * T;
-    float maxval = -INFINITY;
-    for (int i = lane; i <= t; i += 32) { maxval = fmaxf(maxval, (float)p[i] * scale); }
-    maxval = warp_max(maxval);
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) { sum += expf((float)p[i] * scale - maxval); }
-    float inv = 1.0f / warp_sum(sum);
-    for (int i = lane; i < T; i += 32) { a[i] = (bf16)(i <= t ? expf((float)p[i] * scale - maxval) * inv : 0.0f); }
-}
-
-typedef struct {
-    bf16 *q, *k, *v, *preatt, *att, *y;
-} V1Scratch;
-
-// D (m x n, col-major, per batch) = op(A) op(B), bf16 in and out, fp32 accumulation
-static void batched_gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, const bf16* A, int lda, long long sa,
-                         const bf16* Bm, int ldb, long long sb, bf16* D, int ldd, long long sd, int batch) {
-    float one = 1.0f, zero = 0.0f;
-    cublas_check(cublasGemmStridedBatchedEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
-                                            &one, A, CUDA_R_16BF, lda, sa, Bm, CUDA_R_16BF, ldb, sb, &zero, D,
-                                            CUDA_R_16BF, ldd, sd, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 __LINE__);
-}
-
-static void attention_v1(cublasHandle_t h, bf16* out, const bf16* qkv, V1Scratch* sc, int B, int T, int NH, int HS) {
-    int heads = B * NH, rows = B * NH * T;
-    long long sth = (long long)T * HS, stt = (long long)T * T;
-    int blocks = ceil_div((long)B * NH * T * HS, 256);
-    permute_qkv_v1<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS);
-    cudaCheckLaunch();
-    // row-major preatt (T x T) = q . k^T, i.e. col-major preatt^T = k . q^T
-    batched_gemm(h, 1, 0, T, T, HS, sc->k, HS, sth, sc->q, HS, sth, sc->preatt, T, stt, heads);
-    softmax_v1<<<ceil_div(rows, ROW_WARPS), ROW_WARPS * 32>>>(sc->att, sc->preatt, rows, T, 1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
-    // row-major y (T x HS) = att . v, i.e. col-major y^T = v^T . att^T
-    batched_gemm(h, 0, 0, HS, T, T, sc->v, HS, sth, sc->att, T, stt, sc->y, HS, sth, heads);
-    unpermute_v1<<<blocks, 256>>>(out, sc->y, B, T, NH, HS);
-    cudaCheckLaunch();
-}
-
-// ----------------------------------------------------------------------------
 // version 2: flash-style, one thread per query, online softmax per tile of keys
 
 template <int HS>
@@ -257,26 +183,23 @@ __global__ void __launch_bounds__(FA_BR)
 
 int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
-    int only = parse_version(argc, argv, 2);
+    int only = parse_version(argc, argv, 3);
     const int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE, C = NH * HS;
     static_assert(SEQ % FA_BR == 0 && FA_BR == FA_BC, "version 2 tiles");
     print_device();
     printf("attention_forward: B = %d, T = %d, NH = %d, HS = %d\n", B, T, NH, HS);
-    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nhead = (size_t)B * NH * T * HS;
-    size_t natt = (size_t)B * NH * T * T;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
 
     uint64_t seed = 11;
     float* qkv = (float*)host_alloc(nqkv * sizeof(float));
     fill_uniform(qkv, nqkv, -1.5f, 1.5f, &seed);  // scores up to about +-18: a peaked softmax somewhere
     bf16* d_qkv = to_device_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)device_alloc(nout * sizeof(bf16));
-    V1Scratch sc;
-    sc.q = (bf16*)device_alloc(nhead * sizeof(bf16));
-    sc.k = (bf16*)device_alloc(nhead * sizeof(bf16));
-    sc.v = (bf16*)device_alloc(nhead * sizeof(bf16));
-    sc.y = (bf16*)device_alloc(nhead * sizeof(bf16));
-    sc.preatt = (bf16*)device_alloc(natt * sizeof(bf16));
-    sc.att = (bf16*)device_alloc(natt * sizeof(bf16));
+    V1Scratch sc = v1_scratch_alloc(B, T, NH, HS);
+    float* d_lse = (float*)device_alloc((size_t)B * NH * T * sizeof(float));  // version 3
+    char why[200];
+    int tile = flash_attention_tile(HS, why, sizeof(why));
+    if (tile == 0) { fprintf(stderr, "version 3: %s\n", why); exit(EXIT_FAILURE); }
     cublasHandle_t handle;
     cublas_check(cublasCreate(&handle), __LINE__);
 
@@ -286,15 +209,17 @@ int main(int argc, char** argv) {
     float* got = (float*)host_alloc(nout * sizeof(float));
 
     double flops = 4.0 * B * NH * HS * (double)T * (T + 1) / 2;
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         auto run = [&] {
             if (v == 1) {
                 attention_v1(handle, d_out, d_qkv, &sc, B, T, NH, HS);
-            } else {
+            } else if (v == 2) {
                 attention_v2<HSIZE><<<B * NH * (T / FA_BR), FA_BR>>>(d_out, d_qkv, B, T, NH, 1.0f / sqrtf((float)HS));
                 cudaCheckLaunch();
+            } else {
+                flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile);
             }
         };
         cudaCheck(cudaMemset(d_out, 0, nout * sizeof(bf16)));

@@ -73,6 +73,15 @@ __device__ __forceinline__ int4 pack8(const float* src) {
     return p.raw;
 }
 
+// what the trainer's chapters that the experiments include (../../attention.cuh) expect of their
+// includer besides the helpers above (train_gpt2.cu defines the same names; bf16 build)
+typedef bf16 floatX;
+#ifndef ROW_WARPS
+#define ROW_WARPS 8
+#endif
+static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
+__device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
+
 // ----------------------------------------------------------------------------
 // host data: random fill, bf16 rounding, transfers
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/test_new_kernels.sh: the kernels behind TRAIN_GPT2CU_KERNELS (train_gpt2.cu, Part 0),
+# executed on the CPU through the execution layer (tests/cudacpu), beyond the stored shapes that
+# test-cudacpu already runs with them all off and all on:
+#   1. a shape the stored dumps lack, written by the CPU trainer (./test_gpt2 --write): L 2, C 128,
+#      NH 2 (head size 64), V 301, T 77 (not a multiple of the 64-row attention tile), B 2 (154
+#      rows: three chunks of the two-stage column sums, the last one short). test_gpt2cu checks
+#      every mode there with the new kernels all off and all on (FP32 build; the BF16 build too
+#      where the layer has WMMA);
+#   2. planted bugs: each is applied to a copy of the sources, which is rebuilt, and test_gpt2cu
+#      with that kernel on must FAIL on the same shape; the first failing line is printed.
+# Usage: bash tests/test_new_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make
+# test-new-kernels builds what it needs)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/test_new_kernels.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failed=0
+SHAPE=2,128,2,301,77,2
+
+./test_gpt2 --write "$work/ref" "$SHAPE" > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
+
+# check NAME BINARY KERNELS: test_gpt2cu on the shape must pass
+check() {
+    local start=$SECONDS
+    if TRAIN_GPT2CU_KERNELS=$3 "$2" "$work/ref" > "$work/log" 2>&1 && grep -q '^all checks passed' "$work/log"; then
+        echo "ok   $1, kernels $3: $(grep -c 'PASSED$' "$work/log") mode runs passed ($((SECONDS - start)) s)"
+    else
+        cat "$work/log"
+        echo "FAIL $1, kernels $3"
+        failed=1
+    fi
+}
+builds="FP32:tests/bin/test_gpt2cu_fp32_cpu"
+[ -f tests/cudacpu/wmma.h ] && builds="$builds BF16:tests/bin/test_gpt2cu_cpu"
+for b in $builds; do
+    make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" none
+    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" all
+done
+
+# plant KERNEL FILE 'sed expression' DESCRIPTION: the planted copy must fail a check (FP32 build;
+# one layer and one sequence of 77 tokens, to keep it short: still a tail tile and two column-sum chunks)
+./test_gpt2 --write "$work/ref1" 1,128,2,301,77,1 > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
+mkdir -p "$work/base"  # the sources, built once; each plant starts from a copy (only its file rebuilds)
+git ls-files -z | xargs -0 cp --parents -t "$work/base"
+make --no-print-directory -C "$work/base" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1 ||
+    { cat "$work/build.log"; echo "FAIL the unplanted copy does not build"; exit 1; }
+plant() {
+    local kernel=$1 file=$2 expr=$3 what=$4
+    rm -rf "$work/src" && cp -a "$work/base" "$work/src"
+    sleep 1  # a newer time stamp than the copied build's
+    sed -i -e "$expr" "$work/src/$file"
+    if cmp -s "$file" "$work/src/$file"; then echo "FAIL plant '$what': the expression changed nothing in $file"; failed=1; return; fi
+    if ! make --no-print-directory -C "$work/src" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1; then
+        cat "$work/build.log"; echo "FAIL plant '$what': the planted copy does not build"; failed=1; return
+    fi
+    TRAIN_GPT2CU_KERNELS=$kernel "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$work/ref1" > "$work/log" 2>&1
+    if grep -q '^[0-9]* checks FAILED' "$work/log"; then
+        echo "ok   plant '$what' ($kernel) fails: $(grep -m1 'FAIL' "$work/log" | sed 's/^ *//')"
+    else
+        cat "$work/log"; echo "FAIL plant '$what' ($kernel): test_gpt2cu did not fail a check"; failed=1
+    fi
+}
+plant flash attention.cuh 's/{ O\[r \* sm.ld_a + c\] \*= corr; }/{ }/' "output accumulator not rescaled"
+plant flash attention.cuh 's/float l_new = l_old \* corr + warp_sum(sum);/float l_new = l_old + warp_sum(sum);/' \
+    "running softmax sum not rescaled"
+plant flash attention.cuh 's/dim3 grid(ceil_div(T, tile), BNH);/dim3 grid(T \/ tile, BNH);/' "tail tile dropped (T / tile blocks)"
+plant flash attention.cuh 's/k0 + j <= t \&\& t < T/k0 + j < t \&\& t < T/' "forward mask off by one (diagonal excluded)"
+plant flash attention.cuh 's/if (tk <= tq \&\& tq < T) {/if (tk <= tq \&\& tq < T - 1) {/' "backward skips the last query"
+plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { tw +=/for (int k = 0; k + 1 < splits; k++) { tw +=/' \
+    "column sums drop the last chunk"
+plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
+    "column-sum chunk boundary off by one"
+
+[ $failed = 0 ] && echo "test-new-kernels: passed" || echo "test-new-kernels: FAILED"
+exit $failed
