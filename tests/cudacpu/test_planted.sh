@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_planted.sh: the CPU execution layer's test of the CUDA trainer must be able to
 # fail. Each planted bug below is applied to a copy of the sources, built through the layer (FP32)
-# and run under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh); the test
+# and run under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh), with the
+# kernels the bugs are planted in (TRAIN_GPT2CU_KERNELS=none: the default paths); the test
 # must fail under at least one of them (they run in order until one fails). Prints, for each plant,
 # the first failing line of the test's output.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
@@ -23,7 +24,7 @@ plant() {
     local name=$1 file=$2 script=$3
     rm -rf "$work/src" "$work/rw"
     mkdir -p "$work/src" "$work/rw"
-    cp train_gpt2.cu siamese.cuh test_gpt2.cu "$work/src/"
+    cp ./*.cu ./*.cuh "$work/src/"
     sed -e "$script" "$file" > "$work/src/$file"
     if cmp -s "$file" "$work/src/$file"; then
         echo "test-planted: $name: the plant no longer applies to $file (update this script)"
@@ -32,7 +33,7 @@ plant() {
     fi
     local line
     line=$( (diff "$file" "$work/src/$file" || true) | sed -n '1s/^\([0-9]*\).*/\1/p')
-    (cd "$work/src" && for f in train_gpt2.cu siamese.cuh test_gpt2.cu; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
+    (cd "$work/src" && for f in *.cu *.cuh; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
     # shellcheck disable=SC2086
     if ! $CUDACPU_BUILD -I"$root" -DENABLE_FP32 -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
         > "$work/build.txt" 2>&1; then
@@ -43,7 +44,7 @@ plant() {
     fi
     local caught=0 s
     for s in $SCHEDULES; do
-        if CUDACPU_SCHEDULE=$s "$work/test" > "$work/out.txt" 2>&1; then
+        if CUDACPU_SCHEDULE=$s TRAIN_GPT2CU_KERNELS=none "$work/test" > "$work/out.txt" 2>&1; then
             echo "test-planted: $name ($file:$line), schedule $s: the test passed (not caught by this schedule)"
         else
             caught=1
