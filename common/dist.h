@@ -38,6 +38,7 @@ is built with USE_NCCL; otherwise device buffers are staged through host memory 
 #define COMMON_DIST_H
 
 #include <limits.h>
+#include <signal.h>
 #include "utils.h"
 #ifdef USE_MPI
 #include <mpi.h>
@@ -79,6 +80,19 @@ static inline void dist_shard(size_t n, int r, int size, size_t* lo, size_t* hi)
     *hi = *lo + n / size + ((size_t)r < n % size ? 1 : 0);
 }
 
+// When a rank dies, mpirun ends the others with SIGTERM (then SIGKILL). Rank 0 says so in one line
+// (mpirun's own report, without -q, names the rank that died); the others end silently, as does a
+// rank already reporting an error of its own.
+static inline void dist_on_sigterm(int sig) {
+    (void)sig;
+    if (fatal_rank == 0 && !fatal_started) {
+        const char msg[] = "error: rank 0: the job was ended by mpirun: another rank died or stopped with an error, "
+                           "or the job was interrupted\n";
+        if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) { /* nothing left to do */ }
+    }
+    _exit(1);
+}
+
 // Joins the job when mpirun started this process (MPI_Init), else stays one rank. Ranks other
 // than 0 send their standard output to /dev/null. Call it before anything is printed.
 static inline void dist_init(Dist* d) {
@@ -105,6 +119,7 @@ static inline void dist_init(Dist* d) {
 #endif
     if (d->rank > 0 && freopen("/dev/null", "w", stdout) == NULL) { fatal("rank %d: cannot silence stdout", d->rank); }
     fatal_rank = d->size > 1 ? d->rank : -1;  // errors name the rank
+    if (d->size > 1) { signal(SIGTERM, dist_on_sigterm); }
 }
 
 // sets up the shards of `n` parameters and the buffers the collectives need

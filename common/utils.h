@@ -34,6 +34,7 @@ they stick to the common subset of C and C++: explicit casts from void*, no VLAs
 // it at once and ends the job; the other ranks wait FATAL_RANK_DELAY seconds before reporting
 // theirs, and mpirun has ended them by then unless the error was theirs alone.
 static int fatal_rank = -1;
+static volatile int fatal_started = 0;  // fatal() is under way (common/dist.h's SIGTERM handler reads it)
 #define FATAL_RANK_DELAY 3
 
 static inline void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -44,6 +45,7 @@ static inline void fatal(const char* fmt, ...) {
     fuzz_catch_fatal(fmt, fuzz_args);  // does not return while a fuzz harness is armed
     va_end(fuzz_args);
 #endif
+    fatal_started = 1;
     fflush(stdout);
     if (fatal_rank > 0) { sleep(FATAL_RANK_DELAY); }
     va_list args;

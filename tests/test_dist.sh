@@ -179,8 +179,9 @@ else
     wait "$job"
     jrc=$?
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    if [ "$jrc" != 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 10) }'; then
-        ok "rank 1 killed (SIGKILL): the job ended in $secs s with exit status $jrc"
+    if [ "$jrc" != 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 10) }' && [ "$(wc -l < "$W/kill.err")" = 1 ] \
+        && grep -q "^error: rank 0: the job was ended by mpirun: another rank died" "$W/kill.err"; then
+        ok "rank 1 killed (SIGKILL): the job ended in $secs s with exit status $jrc and one line: $(cat "$W/kill.err")"
     else
         bad "rank 1 killed: exit status $jrc after $secs s" "$W/kill.err"
     fi
