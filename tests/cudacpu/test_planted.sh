@@ -67,8 +67,9 @@ plant "missing __syncthreads in column_grads_kernel" train_gpt2.cu \
     '/part_b\[threadIdx.y\]\[threadIdx.x\] = sb;/{n;/__syncthreads/d;}'
 
 # 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
-plant "shared-memory race in classifier_kernel" train_gpt2.cu \
-    's/^\(    for (int w = 0; w < (int)blockDim.x \/ 32; w++) { softmax_merge(&m, &s, wm\[w\], wsum\[w\]); }\)/\1 if (tid == 0) { wsum[0] = s; }/'
+#    (in block_lse, the block-wide log-sum-exp of classifier_kernel)
+plant "shared-memory race in classifier_kernel (block_lse)" train_gpt2.cu \
+    's/^\(    for (int w = 0; w < (int)blockDim.x \/ 32; w++) { softmax_merge(&m, &s, wm\[w\], wsum\[w\]); }\)/\1 if (threadIdx.x == 0) { wsum[0] = s; }/'
 
 # 3. an off-by-one in a row loop: the softmax normaliser leaves out the diagonal
 plant "off-by-one in softmax_forward_kernel's row loop" train_gpt2.cu \
