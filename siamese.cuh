@@ -22,6 +22,9 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
                             const float* mean, const float* rstd)
     void column_grads(const ColumnJobs<float>& jobs, int njobs, int N, int C)
                                                           deterministic column sums of up to 3 jobs
+    VEC_X, struct VecX { floatX v[VEC_X]; }                16 bytes of floatX, 16-byte aligned
+    int vec_fits(const void* p, size_t n)                 host: p aligned and n a multiple of VEC_X
+    int new_kernel_on(int kernel), KERNEL_VEC             host: whether TRAIN_GPT2CU_KERNELS has "vec"
 
 The CUDA runtime (float2, make_float2, rsqrtf, kernel launches) is included below.
 
@@ -142,9 +145,29 @@ __global__ void siamese_update_forward_kernel(floatX* x_next, floatX* y_next, co
     y_next[i] = (floatX)((float)y[i] + zi);
 }
 
+// the same with one 16-byte vector per thread (TRAIN_GPT2CU_KERNELS=vec)
+__global__ void siamese_update_forward_vec_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
+                                                  const floatX* z, float c, size_t nvec) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec) { return; }
+    VecX av = ((const VecX*)a)[i], yv = ((const VecX*)y)[i], zv = ((const VecX*)z)[i], xo, yo;
+    for (int e = 0; e < VEC_X; e++) {
+        float zi = (float)zv.v[e];
+        xo.v[e] = (floatX)((float)av.v[e] + zi / c);
+        yo.v[e] = (floatX)((float)yv.v[e] + zi);
+    }
+    ((VecX*)x_next)[i] = xo;
+    ((VecX*)y_next)[i] = yo;
+}
+
 static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y, const floatX* z,
                                    float c, size_t n) {
-    siamese_update_forward_kernel<<<ceil_div((long)n, 256), 256>>>(x_next, y_next, a, y, z, c, n);
+    if (new_kernel_on(KERNEL_VEC) && vec_fits(x_next, n) && vec_fits(y_next, n) && vec_fits(a, n) && vec_fits(y, n) &&
+        vec_fits(z, n)) {
+        siamese_update_forward_vec_kernel<<<ceil_div((long)(n / VEC_X), 256), 256>>>(x_next, y_next, a, y, z, c, n / VEC_X);
+    } else {
+        siamese_update_forward_kernel<<<ceil_div((long)n, 256), 256>>>(x_next, y_next, a, y, z, c, n);
+    }
     cudaCheckLaunch();
 }
 

@@ -162,8 +162,10 @@ __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) /
 // checks every mode with all of them on and all off (it sets new_kernels itself).
 //     flash   attention without the (B, NH, T, T) tensors (flash_attention_forward / _backward)
 //     colsum  the column sums of the parameter gradients in two stages (column_grads)
-enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2 };
-static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum"};
+//     vec     16-byte loads and stores in the LayerNorm forward and the GELU kernels
+//     classifier  the classifier's backward reads each logits row once (the row in registers)
+enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2, KERNEL_VEC = 4, KERNEL_CLASSIFIER = 8 };
+static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum", "vec", "classifier"};
 #define NUM_NEW_KERNELS ((int)(sizeof(NEW_KERNEL_NAMES) / sizeof(NEW_KERNEL_NAMES[0])))
 static int new_kernels = -1;  // a bit set of KERNEL_*; -1: not read from the environment yet
 
@@ -200,6 +202,15 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) { v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
     return v;
 }
+
+// 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
+#define VEC_X ((int)(16 / sizeof(floatX)))
+struct alignas(16) VecX {
+    floatX v[VEC_X];
+};
+
+// whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
+static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
 
 // Row kernels give each row of a (N, C) tensor to one warp: lane i handles columns i, i+32, ...
 // and warp shuffles combine the per-lane partial sums (in fp32).
@@ -296,9 +307,40 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
 }
 
+// the same with 16-byte loads and stores (TRAIN_GPT2CU_KERNELS=vec): lane `lane` owns the vectors
+// lane, lane + 32, ... of the row (C % VEC_X == 0, rows 16-byte aligned)
+__global__ void layernorm_forward_vec_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
+                                             const floatX* b, int N, int C) {
+    int r = warp_row(), lane = threadIdx.x % 32;
+    if (r >= N) { return; }
+    const floatX* x = inp + (size_t)r * C;
+    float sum = 0.0f;
+    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
+        VecX v = *(const VecX*)(x + i);
+        for (int e = 0; e < VEC_X; e++) { sum += (float)v.v[e]; }
+    }
+    float mu = warp_sum(sum) / C, sq = 0.0f;
+    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
+        VecX v = *(const VecX*)(x + i);
+        for (int e = 0; e < VEC_X; e++) { float d = (float)v.v[e] - mu; sq += d * d; }
+    }
+    float rs = rsqrtf(warp_sum(sq) / C + 1e-5f);
+    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
+        VecX v = *(const VecX*)(x + i), wv = *(const VecX*)(w + i), bv = *(const VecX*)(b + i), o;
+        for (int e = 0; e < VEC_X; e++) { o.v[e] = (floatX)(((float)v.v[e] - mu) * rs * (float)wv.v[e] + (float)bv.v[e]); }
+        *(VecX*)(out + (size_t)r * C + i) = o;
+    }
+    if (lane == 0) { mean[r] = mu; rstd[r] = rs; }
+}
+
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C) {
-    layernorm_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    if (new_kernel_on(KERNEL_VEC) && C % VEC_X == 0 && vec_fits(out, C) && vec_fits(inp, C) && vec_fits(w, C) &&
+        vec_fits(b, C)) {
+        layernorm_forward_vec_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    } else {
+        layernorm_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    }
     cudaCheckLaunch();
 }
 
@@ -769,21 +811,50 @@ static int matmul_fp32_out_fallback(const MatmulSpec* s) {
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
+__device__ __forceinline__ float gelu_value(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+}
+
+// dGELU/dx
+__device__ __forceinline__ float gelu_slope(float x) {
+    float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+    float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * dth;
+}
+
 __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    float x = (float)inp[i];
-    out[i] = (floatX)(0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x))));
+    if (i < n) { out[i] = (floatX)gelu_value((float)inp[i]); }
 }
 
 // d = d * GELU'(inp), in place
 __global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    float x = (float)inp[i];
-    float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
-    float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    d[i] = (floatX)((float)d[i] * (0.5f * (1.0f + th) + 0.5f * x * dth));
+    if (i < n) { d[i] = (floatX)((float)d[i] * gelu_slope((float)inp[i])); }
+}
+
+// the same two with one 16-byte vector per thread (TRAIN_GPT2CU_KERNELS=vec); backward: d = d * GELU'(inp)
+__global__ void gelu_vec_kernel(floatX* out, const floatX* inp, size_t nvec, int backward) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec) { return; }
+    VecX x = ((const VecX*)inp)[i], o = ((VecX*)out)[i];
+    for (int e = 0; e < VEC_X; e++) {
+        float v = (float)x.v[e];
+        o.v[e] = (floatX)(backward ? (float)o.v[e] * gelu_slope(v) : gelu_value(v));
+    }
+    ((VecX*)out)[i] = o;
+}
+
+// out = GELU(inp) (backward 0) or out *= GELU'(inp) (backward 1), n elements
+static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
+    if (new_kernel_on(KERNEL_VEC) && vec_fits(out, n) && vec_fits(inp, n)) {
+        gelu_vec_kernel<<<ceil_div((long)(n / VEC_X), 256), 256>>>(out, inp, n / VEC_X, backward);
+    } else if (backward) {
+        gelu_backward_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
+    } else {
+        gelu_forward_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
+    }
+    cudaCheckLaunch();
 }
 
 // ----------------------------------------------------------------------------
@@ -819,8 +890,7 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
         if (bias && gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         s.D = gelu_pre;
         matmul_lt(&s, 0);
-        gelu_forward_kernel<<<ceil_div((long)BT * OC, 256), 256>>>(out, gelu_pre, (size_t)BT * OC);
-        cudaCheckLaunch();
+        gelu_apply(out, gelu_pre, (size_t)BT * OC, 0);
         return;
     }
     matmul_lt(&s, 0);
@@ -841,8 +911,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
         fused.ld_aux = C;
         if (gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
         matmul_lt(&s, 0);
-        gelu_backward_kernel<<<ceil_div((long)BT * C, 256), 256>>>((floatX*)dinp, gelu_pre, (size_t)BT * C);
-        cudaCheckLaunch();
+        gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1);
         return;
     }
     matmul_lt(&s, 0);
@@ -1023,32 +1092,97 @@ __device__ __forceinline__ void softmax_merge(float* m, float* s, float m2, floa
     *m = mn;
 }
 
+// the log-sum-exp of the block's row from each thread's (max, sum of exp(v - max)): the warps
+// merge by shuffles, then every thread merges the warps' pairs in the same order
+__device__ float block_lse(float m, float s) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        softmax_merge(&m, &s, m2, s2);
+    }
+    __shared__ float wm[32], wsum[32];
+    if (lane == 0) { wm[warp] = m; wsum[warp] = s; }
+    __syncthreads();
+    m = -INFINITY;
+    s = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) { softmax_merge(&m, &s, wm[w], wsum[w]); }
+    return m + logf(s);
+}
+
+__device__ __forceinline__ float classifier_grad(float logit, int i, float lse, int V, int target, float dloss) {
+    float g = i < V ? expf(logit - lse) * dloss : 0.0f;
+    return i == target ? g - dloss : g;
+}
+
 __global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
                                   int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int row = blockIdx.x, tid = threadIdx.x;
     floatX* l = logits + (size_t)row * Vp;
     int target = targets[row];
     float target_logit = (float)l[target];  // read before any thread may overwrite the row
     float m = -INFINITY, s = 0.0f;
     for (int i = tid; i < V; i += blockDim.x) { softmax_merge(&m, &s, (float)l[i], 1.0f); }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
-        softmax_merge(&m, &s, m2, s2);
-    }
-    __shared__ float wm[CLASSIFIER_THREADS / 32], wsum[CLASSIFIER_THREADS / 32];
-    if (lane == 0) { wm[warp] = m; wsum[warp] = s; }
-    __syncthreads();
-    m = -INFINITY;
-    s = 0.0f;
-    for (int w = 0; w < (int)blockDim.x / 32; w++) { softmax_merge(&m, &s, wm[w], wsum[w]); }  // same order in every thread
-    float lse = m + logf(s);
+    float lse = block_lse(m, s);
     if (tid == 0) { losses[row] = lse - target_logit; }
     if (!write_grad) { return; }
-    for (int i = tid; i < Vp; i += blockDim.x) {
-        float g = i < V ? expf((float)l[i] - lse) * dloss : 0.0f;
-        if (i == target) { g -= dloss; }
-        l[i] = (floatX)g;
+    for (int i = tid; i < Vp; i += blockDim.x) { l[i] = (floatX)classifier_grad((float)l[i], i, lse, V, target, dloss); }
+}
+
+// One pass (TRAIN_GPT2CU_KERNELS=classifier): CLASSIFIER_ROW_THREADS threads each load their (at
+// most CLASSIFIER_ROW_VECS) 16-byte vectors of the row into registers at once, take their max and
+// then their sum of exp from the registers, merge once across the block, and write the gradient
+// from the same registers: the row is read from memory once. Rows up to
+// CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X entries (57344 bf16; more in fp32, where
+// the registers spill: the FP32 build is for parity); longer rows take classifier_kernel.
+#define CLASSIFIER_ROW_THREADS 1024
+#define CLASSIFIER_ROW_VECS (7 * 8 / VEC_X)
+
+__global__ void __launch_bounds__(CLASSIFIER_ROW_THREADS)
+    classifier_row_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_grad) {
+    int row = blockIdx.x, tid = threadIdx.x;
+    floatX* l = logits + (size_t)row * Vp;
+    VecX* l4 = (VecX*)l;
+    int target = targets[row], nvec = Vp / VEC_X;
+    float target_logit = (float)l[target];  // read before any thread may overwrite the row
+    VecX v[CLASSIFIER_ROW_VECS];
+    float m = -INFINITY, s = 0.0f;
+    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
+        int j = tid + k * CLASSIFIER_ROW_THREADS;
+        if (j < nvec) {
+            v[k] = l4[j];
+            for (int e = 0; e < VEC_X; e++) { if (j * VEC_X + e < V) { m = fmaxf(m, (float)v[k].v[e]); } }
+        }
     }
+    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
+        int j = tid + k * CLASSIFIER_ROW_THREADS;
+        if (j < nvec) {
+            for (int e = 0; e < VEC_X; e++) { if (j * VEC_X + e < V) { s += expf((float)v[k].v[e] - m); } }
+        }
+    }
+    float lse = block_lse(m, s);
+    if (tid == 0) { losses[row] = lse - target_logit; }
+    if (!write_grad) { return; }
+    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
+        int j = tid + k * CLASSIFIER_ROW_THREADS;
+        if (j < nvec) {
+            for (int e = 0; e < VEC_X; e++) {
+                v[k].v[e] = (floatX)classifier_grad((float)v[k].v[e], j * VEC_X + e, lse, V, target, dloss);
+            }
+            l4[j] = v[k];
+        }
+    }
+}
+
+// losses for every row of logits; with write_grad the rows become dL/dlogits (see above)
+static void classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
+                       int write_grad) {
+    if (new_kernel_on(KERNEL_CLASSIFIER) && Vp <= CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X &&
+        vec_fits(logits, Vp)) {
+        classifier_row_kernel<<<BT, CLASSIFIER_ROW_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+    } else {
+        classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+    }
+    cudaCheckLaunch();
 }
 
 // ----------------------------------------------------------------------------
@@ -1523,7 +1657,6 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     if (targets) {
         memcpy(m->targets, targets, (size_t)BT * sizeof(int));
         cudaCheck(cudaMemcpy(m->d_targets, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
-        gpt2_prepare_buckets(m, BT);
     }
 
     ParameterTensorsX* p = &m->params_x;
@@ -1586,8 +1719,10 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
     if (targets) {
-        classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(a->logits, f->losses, m->d_targets, 0.0f, V, Vp, 0);
-        cudaCheckLaunch();
+        classifier(a->logits, f->losses, m->d_targets, 0.0f, BT, V, Vp, 0);
+        // the embedding gradient's grouping by token: host work, done while the GPU runs the forward
+        // pass just enqueued (kernel launches return at once); its upload queues behind them
+        gpt2_prepare_buckets(m, BT);
         cudaCheck(cudaMemcpy(m->host_losses, f->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
         for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
@@ -1652,8 +1787,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     NormMode mode = cfg->norm_mode;
 
     // classifier and the tied output layer: dlogits (in place), then dh (fp32, in du) and dwte
-    classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(a->logits, f->losses, m->d_targets, loss_scale / BT, V, Vp, 1);
-    cudaCheckLaunch();
+    classifier(a->logits, f->losses, m->d_targets, loss_scale / BT, BT, V, Vp, 1);
     matmul_backward_input(sf->du, CUDA_R_32F, 0.0f, a->logits, p->wte, BT, C, Vp, NULL);
     matmul_backward_weight(g->wte, NULL, a->logits, a->lnf, BT, C, Vp);
 

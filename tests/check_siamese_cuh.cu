@@ -15,6 +15,13 @@ typedef __nv_bfloat16 floatX;
 #endif
 
 #define ROW_WARPS 8
+#define VEC_X ((int)(16 / sizeof(floatX)))
+struct alignas(16) VecX {
+    floatX v[VEC_X];
+};
+enum { KERNEL_VEC = 4 };
+static inline int vec_fits(const void*, size_t) { return 0; }
+static inline int new_kernel_on(int) { return 0; }
 #define cudaCheckLaunch() ((void)cudaGetLastError())
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }

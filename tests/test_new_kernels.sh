@@ -7,8 +7,8 @@
 #      rows: three chunks of the two-stage column sums, the last one short). test_gpt2cu checks
 #      every mode there with the new kernels all off and all on (FP32 build; the BF16 build too
 #      where the layer has WMMA);
-#   2. planted bugs: each is applied to a copy of the sources, which is rebuilt, and test_gpt2cu
-#      with that kernel on must FAIL on the same shape; the first failing line is printed.
+#   2. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
+#      and test_gpt2cu with that kernel on must FAIL a check; the first failing line is printed.
 # Usage: bash tests/test_new_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make
 # test-new-kernels builds what it needs)
 set -uo pipefail
@@ -72,6 +72,14 @@ plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { tw +=/for (int 
     "column sums drop the last chunk"
 plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
     "column-sum chunk boundary off by one"
+plant vec train_gpt2.cu '/^__global__ void gelu_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
+    "GELU vector kernel skips the last vector"
+plant vec train_gpt2.cu '/^__global__ void layernorm_forward_vec_kernel/,/^}/s/i < C; i += 32 \* VEC_X/i < C - VEC_X; i += 32 * VEC_X/' \
+    "LayerNorm vector loops stop one vector short"
+plant vec siamese.cuh '/^__global__ void siamese_update_forward_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
+    "SiameseNorm update vector kernel skips the last vector"
+plant classifier train_gpt2.cu 's/if (j \* VEC_X + e < V) { s += expf/if (j * VEC_X + e < V - 1) { s += expf/' \
+    "one-pass classifier leaves the last real entry out of the sum"
 
 [ $failed = 0 ] && echo "test-new-kernels: passed" || echo "test-new-kernels: FAILED"
 exit $failed

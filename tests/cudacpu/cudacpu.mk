@@ -14,7 +14,7 @@ CUDACPU_OUT = tests/bin/cudacpu
 CUDACPU_SRC = $(CUDACPU_OUT)/src
 CUDACPU_CXX ?= g++
 CUDACPU_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra $(WERROR_CFLAGS) -I. -I$(CUDACPU_INC)
-CUDACPU_KERNEL_FLAGS = $(CUDACPU_CXXFLAGS) -include tests/cudacpu/cudacpu.h -Wno-unused-function
+CUDACPU_KERNEL_FLAGS = $(CUDACPU_CXXFLAGS) -include $(CURDIR)/tests/cudacpu/cudacpu.h -Wno-unused-function
 CUDACPU_HEADERS = tests/cudacpu/cudacpu.h tests/cudacpu/wmma.h
 CUDACPU_OBJS = $(CUDACPU_OUT)/runtime.o $(CUDACPU_OUT)/cublaslt.o
 
@@ -51,7 +51,15 @@ tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_
 tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
-test-cudacpu:
+# misuse the layer must catch (tests/cudacpu/test_misuse.sh)
+tests/bin/test_misuse_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_misuse.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
+CUDACPU_TESTS = tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_gpt2cu_cpu tests/bin/test_wmma_cpu tests/bin/test_misuse_cpu \
+	tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
+
+test-cudacpu: test_gpt2
 	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-cudacpu: skipped: no CUDA headers (cuda_bf16.h) found"; \
-	else $(MAKE) --no-print-directory tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_wmma_cpu WERROR=$(WERROR) && \
+	else $(MAKE) --no-print-directory $(CUDACPU_TESTS) WERROR=$(WERROR) && \
+		CUDACPU_BUILD="$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS)" CUDACPU_OBJS="$(CUDACPU_OBJS)" \
 		bash tests/cudacpu/test_cudacpu.sh; fi

@@ -140,9 +140,12 @@ struct Worker {
 #else
     ucontext_t scheduler_ctx;
 #endif
+    std::vector<int> order;  // the fibers of the current round, in schedule order
+    int order_pos, order_len;
     void* asan_fake_stack;
     const void* asan_bottom;
     size_t asan_size;
+    bool from_scheduler;
 };
 
 static thread_local Worker* worker = nullptr;
@@ -215,11 +218,13 @@ static void fiber_prepare(Worker* w, Fiber* f) {
 #endif
 }
 
-// scheduler -> fiber f; returns when f waits at a barrier or has finished
+// scheduler -> the first fiber of a round; returns when every fiber of the round has run until
+// it waits at a barrier or has finished (each one switches straight to the next, see leave)
 static void switch_to_fiber(Worker* w, Fiber* f) {
     w->running = f;
     current_thread = &f->ts;
 #if CUDACPU_ASAN
+    w->from_scheduler = true;
     __sanitizer_start_switch_fiber(&w->asan_fake_stack, f->stack_lo, f->stack_size);
 #endif
 #if defined(__x86_64__)
@@ -236,22 +241,40 @@ static void switch_to_fiber(Worker* w, Fiber* f) {
 
 static void after_switch_in(Worker* w, Fiber* f) {
 #if CUDACPU_ASAN
-    __sanitizer_finish_switch_fiber(f->asan_fake_stack, &w->asan_bottom, &w->asan_size);
+    const void* bottom;
+    size_t size;
+    __sanitizer_finish_switch_fiber(f->asan_fake_stack, &bottom, &size);
+    if (w->from_scheduler) {  // the scheduler's stack, to switch back to at the end of the round
+        w->asan_bottom = bottom;
+        w->asan_size = size;
+        w->from_scheduler = false;
+    }
 #else
     (void)w;
     (void)f;
 #endif
 }
 
-// fiber f -> scheduler; returns when the scheduler runs f again (never when f has finished)
-static void switch_to_scheduler(Worker* w, Fiber* f) {
+// fiber f waits (or has finished): run the next fiber of the round, or go back to the scheduler.
+// Returns when f runs again (never when it has finished).
+static void leave(Worker* w, Fiber* f) {
+    Fiber* g = w->order_pos < w->order_len ? &w->fibers[(size_t)w->order[(size_t)w->order_pos++]] : NULL;
 #if CUDACPU_ASAN
-    __sanitizer_start_switch_fiber(f->state == DONE ? NULL : &f->asan_fake_stack, w->asan_bottom, w->asan_size);
+    void** fake = f->state == DONE ? NULL : &f->asan_fake_stack;
+    if (g) {
+        __sanitizer_start_switch_fiber(fake, g->stack_lo, g->stack_size);
+    } else {
+        __sanitizer_start_switch_fiber(fake, w->asan_bottom, w->asan_size);
+    }
 #endif
+    if (g) {
+        w->running = g;
+        current_thread = &g->ts;
+    }
 #if defined(__x86_64__)
-    cudacpu_switch(&f->sp, w->scheduler_sp);
+    cudacpu_switch(&f->sp, g ? g->sp : w->scheduler_sp);
 #else
-    swapcontext(&f->ctx, &w->scheduler_ctx);
+    swapcontext(&f->ctx, g ? &g->ctx : &w->scheduler_ctx);
 #endif
     after_switch_in(w, f);
 }
@@ -262,7 +285,7 @@ static void fiber_main(void* arg) {
     after_switch_in(w, f);
     w->body(w->ctx);
     f->state = DONE;
-    switch_to_scheduler(w, f);
+    leave(w, f);
     fail("a finished CUDA thread was resumed");
 }
 
@@ -336,7 +359,7 @@ void sync_block(const char* file, int line) {
     f->state = AT_BLOCK_BARRIER;
     f->file = file;
     f->line = line;
-    switch_to_scheduler(w, f);
+    leave(w, f);
 }
 
 uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line) {
@@ -356,7 +379,7 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
     f->width = width;
     f->file = file;
     f->line = line;
-    switch_to_scheduler(w, f);
+    leave(w, f);
     return f->result;
 }
 
@@ -372,7 +395,7 @@ static uint64_t warp_wmma(WarpOp op, uint64_t value, const char* what, const cha
     f->width = 32;
     f->file = file;
     f->line = line;
-    switch_to_scheduler(w, f);
+    leave(w, f);
     return f->result;
 }
 
@@ -537,11 +560,12 @@ static void run_block(Worker* w) {
         f->asan_fake_stack = NULL;
         fiber_prepare(w, f);
     }
-    std::vector<int> order(n);
+    std::vector<int>& order = w->order;
+    order.resize((size_t)n);
     for (;;) {
         int ready = 0;
         for (int i = 0; i < n; i++) {
-            if (w->fibers[i].state == READY) { order[ready++] = i; }
+            if (w->fibers[i].state == READY) { order[(size_t)ready++] = i; }
         }
         if (ready == 0) {
             int done = 0;
@@ -551,7 +575,9 @@ static void run_block(Worker* w) {
             continue;
         }
         schedule_order(order.data(), ready);
-        for (int i = 0; i < ready; i++) { switch_to_fiber(w, &w->fibers[order[i]]); }
+        w->order_pos = 1;
+        w->order_len = ready;
+        switch_to_fiber(w, &w->fibers[(size_t)order[0]]);
     }
 }
 
