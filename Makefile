@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-new-kernels test-dist test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-new-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -163,6 +163,31 @@ data/arithmetic: dev/data/arithmetic
 -include tests/robust.mk
 -include tests/cudacpu/cudacpu.mk
 
+# the CUDA trainer through the CPU execution layer: 20 steps from one checkpoint against train_gpt2
+# (every mode, both precisions), a repeat and a resume bit for bit, checkpoints between the two
+# trainers, the command line: the GPU-free stages of dev/gpu_check.sh (logs in tests/bin/gpu_check_layer)
+#
+# test-lt-fault: cuBLASLt algorithms that fail at run time (tests/lt_fault.cpp in front of the
+# layer's cuBLASLt): test_gpt2cu (FP32) must pass with the GELU kernels instead of a failing fused
+# epilogue, and with the second of two offered algorithms when the first fails (tests/test_lt_fault.sh)
+ifneq ($(CUDA_INCLUDE),)
+test-cu-training: train_gpt2 tests/bin/mkshard tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
+	WERROR=$(WERROR) OUT=tests/bin/gpu_check_layer bash dev/gpu_check.sh --layer
+
+LT_FAULT_RENAMES = -DcublasLtMatmul=lt_fault_matmul -DcublasLtMatmulAlgoGetHeuristic=lt_fault_heuristic \
+	-DcublasLtMatmulDescSetAttribute=lt_fault_set_attribute
+tests/bin/test_gpt2cu_fp32_ltfault: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) tests/cudacpu/cudacpu.h tests/lt_fault.cpp
+	$(CUDACPU_CXX) $(CUDACPU_CXXFLAGS) -c tests/lt_fault.cpp -o tests/bin/lt_fault.o
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 $(LT_FAULT_RENAMES) -x c++ $< -x none tests/bin/lt_fault.o \
+		$(CUDACPU_OBJS) -o $@ -lm
+
+test-lt-fault: tests/bin/test_gpt2cu_fp32_ltfault
+	bash tests/test_lt_fault.sh
+else
+test-cu-training test-lt-fault:
+	@echo "$@: skipped: no CUDA headers (cuda_bf16.h) found"
+endif
+
 # the default dataset and the accuracy scorer (common/arithmetic.h)
 tests/bin/test_arithmetic: tests/test_arithmetic.c tests/harness.h $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
@@ -218,7 +243,7 @@ test-new-kernels: test_gpt2
 	else bash tests/test_new_kernels.sh; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-new-kernels
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-new-kernels test-cu-training test-lt-fault
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

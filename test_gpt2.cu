@@ -20,14 +20,28 @@ set, only with that choice. Errors are max|ours - ref| / max|ref| per tensor
 10 x PyTorch float32's error on it), as in test_gpt2.c. It also checks <dumps>/siamese_trained
 when present (data/test has it).
 
-Tolerances. These are EXPECTATIONS, not yet measured: this file has only been compiled, never run
-on a GPU. Adjust them (to about 10x the largest error seen) once it has run.
-    BF16 build (bf16 activations and weights, fp32 master weights/grads/statistics):
-        activations 5e-2, loss 5e-3, stream and parameter gradients 1e-1, step losses 2e-2
+Tolerances. A number passes within max(floor, 10 x PyTorch float32's error on it), as in
+test_gpt2.c; the floors below are per build.
     FP32 build (make test_gpt2cu PRECISION=FP32: fp32 everywhere, no TF32; the CPU trainer's fp32
     errors against the float64 references are about 1e-6):
         activations 2e-5, loss 1e-5, stream and parameter gradients 1e-4, step losses 1e-5
-
+    BF16 build (bf16 activations and weights, fp32 master weights/grads/statistics). PyTorch
+    float32's error says nothing about bf16 rounding, so the floors come from the errors of this
+    build measured through the CPU execution layer (tests/cudacpu, whose GEMM is exact: what it
+    measures is the rounding at our bf16 storage points) on data/test, both GELU paths, with a
+    margin of about 3x for a GPU's own rounding:
+        activations 3e-2 (largest measured 1.2e-2), loss 1e-3 (3.3e-4), stream and parameter
+        gradients 4e-2 (1.3e-2), step losses 5e-4 (1.2e-4)
+    Some numbers a bf16 computation cannot determine at all: in a trained model (siamese_trained)
+    most gradients are small differences of much larger terms, and rounding those terms to bf16
+    leaves an error of the order of the gradient itself (measured through the layer: 25 of 28
+    parameter gradients with errors 0.2 to 5.3 of their max|ref|, stream gradients up to 0.16).
+    A bf16 build's error on a number is estimated as PyTorch float32's error on it scaled by the
+    ratio of the two unit roundoffs (2^-8 / 2^-24 = 2^16); where that estimate exceeds 0.1 (all of
+    the above, none of the numbers of the untrained dumps), the number is printed but not counted,
+    and so are the step losses after the first AdamW step of a dump with such gradients (the
+    update follows the gradient's direction). What a trained model's bf16 gradients can be
+    checked for, the FP32 build checks against the same dump.
 Without a usable CUDA device it prints "./test_gpt2cu (bf16): skipped: ..." and exits 0 (that is
 what CI without a GPU sees). TRAIN_GPT2CU_SYNC_CHECK=1 waits for the GPU after every launch, so a
 kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gpt2cu [dump folder]
@@ -44,11 +58,53 @@ static const float TOL_LOSS = 1e-5f;
 static const float TOL_GRADS = 1e-4f;
 static const float TOL_STEP_LOSS = 1e-5f;
 #else
-static const float TOL_ACTS = 5e-2f;
-static const float TOL_LOSS = 5e-3f;
-static const float TOL_GRADS = 1e-1f;
-static const float TOL_STEP_LOSS = 2e-2f;
+static const float TOL_ACTS = 3e-2f;
+static const float TOL_LOSS = 1e-3f;
+static const float TOL_GRADS = 4e-2f;
+static const float TOL_STEP_LOSS = 5e-4f;
 #endif
+
+// Can this build determine a number whose PyTorch float32 error is `yard`? Always in FP32; in BF16
+// only where the scaled estimate of a bf16 computation's error, yard x 2^16, is at most 0.1 (see
+// the header comment).
+static int determinable(float yard) {
+#ifdef ENABLE_FP32
+    (void)yard;
+    return 1;
+#else
+    return yard * 65536.0f <= 0.1f;
+#endif
+}
+#define NOT_DETERMINABLE "not determinable in " PRECISION_NAME ": printed, not counted"
+
+// report_tensors over the determinable tensors of a list, then, printed only, over the others
+static int report_tensors_determinable(const char* what, const DumpTensor* list, int n, int L, OursFn ours, void* ctx,
+                                       float floor, int* undetermined) {
+    DumpTensor* sure = (DumpTensor*)malloc_check((n + 1) * sizeof(DumpTensor), "tensor list");
+    DumpTensor* unsure = (DumpTensor*)malloc_check((n + 1) * sizeof(DumpTensor), "tensor list");
+    int ns = 0, nu = 0;
+    for (int i = 0; i < n; i++) {
+        if (determinable(*list[i].yard)) { sure[ns++] = list[i]; } else { unsure[nu++] = list[i]; }
+    }
+    int failures = ns > 0 ? report_tensors(what, sure, ns, L, ours, ctx, floor) : 0;
+    if (nu > 0) {
+        char label[128];
+        snprintf(label, sizeof(label), "%s, %d tensors %s", what, nu, NOT_DETERMINABLE);
+        report_tensors(label, unsure, nu, L, ours, ctx, INFINITY);
+    }
+    *undetermined += nu;
+    free(sure);
+    free(unsure);
+    return failures;
+}
+
+// one number through report() where it is determinable, else printed only
+static int report_determinable(const char* what, float err, float yard, float floor, int* undetermined) {
+    if (determinable(yard)) { return report(what, err, yard, floor); }
+    printf("  %-10s error %.3e  torch fp32 %.1e  %s\n", what, err, yard, NOT_DETERMINABLE);
+    (*undetermined)++;
+    return 0;
+}
 
 // ----------------------------------------------------------------------------
 // our tensors, by dump kind (common/debug_state.h), downloaded to the host as fp32
@@ -136,18 +192,28 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
 
     // forward: every activation in forward order (the logits last), and the loss
     gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
-    failures += report_tensors("forward", ds.fwd, ds.n_fwd, L, gpu_tensor, &gt, TOL_ACTS);
-    failures += report("loss", fabsf(model.mean_loss - ds.loss) / fabsf(ds.loss), *ds.loss_yard, TOL_LOSS);
+    int undetermined = 0;  // numbers this build cannot determine (see determinable)
+    failures += report_tensors_determinable("forward", ds.fwd, ds.n_fwd, L, gpu_tensor, &gt, TOL_ACTS, &undetermined);
+    failures += report_determinable("loss", fabsf(model.mean_loss - ds.loss) / fabsf(ds.loss), *ds.loss_yard, TOL_LOSS,
+                                    &undetermined);
     printf("  loss: ours %.7f ref %.7f\n", model.mean_loss, ds.loss);
 
     // backward: the stream gradients in backward order, then every parameter gradient by name
     gpt2_zero_grad(&model);
     gpt2_backward(&model, 1.0f);
-    failures += report_tensors("backward", ds.bwd, ds.n_bwd, L, gpu_tensor, &gt, TOL_GRADS);
+    failures += report_tensors_determinable("backward", ds.bwd, ds.n_bwd, L, gpu_tensor, &gt, TOL_GRADS, &undetermined);
     model.stream_grad_hook = NULL;
     float* grads = (float*)malloc_check(model.num_parameters * sizeof(float), "gradients");
     cudaCheck(cudaMemcpy(grads, model.grads_memory, model.num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
-    failures += report_gradients(grads, &ds, model.param_sizes, TOL_GRADS);
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {  // report_gradients, tensor by tensor
+        size_t n = model.param_sizes[i];
+        if (n > 0) {
+            float err = scaled_max_error(grads + offset, ds.grads + offset, 1, n, n);
+            failures += report_determinable(PARAM_NAMES[i], err, ds.grad_yards[i], TOL_GRADS, &undetermined);
+        }
+        offset += n;
+    }
 
     // determinism: the same forward and backward again must give bit-identical gradients (no atomics)
     float* again = (float*)malloc_check(model.num_parameters * sizeof(float), "gradients");
@@ -171,7 +237,11 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
         float norm = gpt2_grad_norm(&model);
         gpt2_update(&model, ds.lr, ds.beta1, ds.beta2, ds.eps, ds.weight_decay, grad_clip_scale(norm, ds.grad_clip),
                     step + 1);
-        failures += report_step_loss(&ds, step, ours, norm, TOL_STEP_LOSS);
+        // after an update from gradients this build cannot determine, the losses are printed only
+        failures += report_step_loss(&ds, step, ours, norm, step == 0 || undetermined == 0 ? TOL_STEP_LOSS : INFINITY);
+    }
+    if (undetermined > 0) {
+        printf("  %d numbers %s; step losses after step 0 printed, not counted\n", undetermined, NOT_DETERMINABLE);
     }
     cudaCheck(cudaDeviceSynchronize());
     gpu_tensors_free(&gt);

@@ -653,14 +653,17 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, ld, ld, pref, LT_MAX_ALGOS,
                                                               results, &found);
     if (heuristic != CUBLAS_STATUS_SUCCESS) { found = 0; }
-    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;  // the status of the last algorithm that failed
     for (int i = 0; i < found && !ran; i++) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > LT_WORKSPACE_BYTES) { continue; }
         tried++;
-        last = cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
-                              &results[i].algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        ran = last == CUBLAS_STATUS_SUCCESS;
-        if (!ran) { (void)cudaGetLastError(); }  // a refused launch must not be reported at the next kernel's
+        cublasStatus_t st = cublasLtMatmul(lt_handle, desc, &s->alpha, s->A, la, s->B, lb, &s->beta, s->D, ld, s->D, ld,
+                                           &results[i].algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        ran = st == CUBLAS_STATUS_SUCCESS;
+        if (!ran) {
+            last = st;
+            (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
+        }
     }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     cublasCheck(cublasLtMatrixLayoutDestroy(la));
