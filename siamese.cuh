@@ -47,12 +47,15 @@ it reads x and y, computes the statistics of LN(x) and LN(y) in fp32 (two passes
 then the variance around it), writes a and r, computes the statistics of r from the values it
 just wrote (so that the backward pass, which recomputes r-hat from the stored r, sees exactly
 what the forward pass normalised) and writes u. It saves the six (mean, rstd) numbers per row.
-The update side is a plain element-wise kernel (kept separate for clarity: it could be folded
-into the next sublayer's input kernel, saving one write and one read of x_next and y_next).
+The update side is a plain element-wise kernel by default, kept separate for clarity; with
+TRAIN_GPT2CU_KERNELS=fold it runs inside the next sublayer's input kernel instead
+(siamese_update_input_forward_kernel), saving a launch and one read of x_next and y_next. Either
+way the update formula itself is written once, in siamese_update_value.
 
 Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
 
-    dz = dx_next / c + dy_next                           (siamese_update_backward, before the block)
+    dz = dx_next / c + dy_next                           (siamese_update_backward, before the block;
+                                                          with fold, the input backward after it)
     ... the block's backward turns dz into du = dL/du ...
     dr = LN_back(du; r, ln)                              the block-input LN
     da = dr + dx_next                                    a feeds both r and x_next
@@ -93,19 +96,17 @@ typedef struct {
 // The input side, forward: a = LN(x), r = a + LN(y), u = LN(r). a_out may be NULL (the final merge
 // does not need a).
 
-__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
-                                             const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
-    int row = warp_row(), lane = threadIdx.x % 32;
-    if (row >= N) { return; }
+// the rest of the input side for one row once the statistics of x and y (sx, sy: mean, rstd) are
+// known: writes a, r, u and the six statistics. x and y point at the row.
+__device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
+                                  const floatX* y, float2 sx, float2 sy, SiameseNorms p, int row, int C, int lane) {
     size_t o = (size_t)row * C;
-    float2 sx = ln_row_stats(x + o, C, lane);
-    float2 sy = ln_row_stats(y + o, C, lane);
     // r = LN(x) + LN(y); its statistics are taken over the stored (rounded) values
     floatX* r = r_out + o;
     float sum = 0.0f;
     for (int i = lane; i < C; i += 32) {
-        float a = ((float)x[o + i] - sx.x) * sx.y * (float)p.xw[i] + (float)p.xb[i];
-        float ly = ((float)y[o + i] - sy.x) * sy.y * (float)p.yw[i] + (float)p.yb[i];
+        float a = ((float)x[i] - sx.x) * sx.y * (float)p.xw[i] + (float)p.xb[i];
+        float ly = ((float)y[i] - sy.x) * sy.y * (float)p.yw[i] + (float)p.yb[i];
         if (a_out) { a_out[o + i] = (floatX)a; }
         floatX rv = (floatX)(a + ly);
         r[i] = rv;
@@ -127,6 +128,16 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     }
 }
 
+__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
+                                             const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
+    float2 sx = ln_row_stats(x + o, C, lane);
+    float2 sy = ln_row_stats(y + o, C, lane);
+    siamese_input_row(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+}
+
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C) {
     siamese_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
@@ -134,15 +145,26 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 }
 
 // ----------------------------------------------------------------------------
-// The update side, forward: x_next = a + z / c and y_next = y + z, one thread per element
+// The update side, forward: x_next = a + z / c and y_next = y + z. The formula lives in
+// siamese_update_value and nowhere else: the element-wise kernels below and the folded kernel
+// (siamese_update_input_forward_kernel) all call it, as the backward kernels call siamese_update_dz.
 
+// one element of the update, rounded to floatX as stored
+__device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
+    *x_next = (floatX)(a + z / c);
+    *y_next = (floatX)(y + z);
+}
+
+// its backward for the block output: dz = dx_next / c + dy_next (a's share of dx_next is taken in
+// siamese_input_backward)
+__device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
+
+// one thread per element
 __global__ void siamese_update_forward_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
                                               const floatX* z, float c, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) { return; }
-    float zi = (float)z[i];
-    x_next[i] = (floatX)((float)a[i] + zi / c);
-    y_next[i] = (floatX)((float)y[i] + zi);
+    siamese_update_value((float)a[i], (float)y[i], (float)z[i], c, &x_next[i], &y_next[i]);
 }
 
 // the same with one 16-byte vector per thread (TRAIN_GPT2CU_KERNELS=vec)
@@ -151,11 +173,7 @@ __global__ void siamese_update_forward_vec_kernel(floatX* x_next, floatX* y_next
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) { return; }
     VecX av = ((const VecX*)a)[i], yv = ((const VecX*)y)[i], zv = ((const VecX*)z)[i], xo, yo;
-    for (int e = 0; e < VEC_X; e++) {
-        float zi = (float)zv.v[e];
-        xo.v[e] = (floatX)((float)av.v[e] + zi / c);
-        yo.v[e] = (floatX)((float)yv.v[e] + zi);
-    }
+    for (int e = 0; e < VEC_X; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xo.v[e], &yo.v[e]); }
     ((VecX*)x_next)[i] = xo;
     ((VecX*)y_next)[i] = yo;
 }
@@ -171,11 +189,51 @@ static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX*
     cudaCheckLaunch();
 }
 
-// its backward for the block output: dz = dx_next / c + dy_next (floatX: the block's matmuls read it).
-// a's share of dx_next is taken in siamese_input_backward.
+// The update folded into the next input side (TRAIN_GPT2CU_KERNELS=fold): one warp per row forms
+// x = a_prev + z / c and y = y_prev + z in registers (siamese_update_value), writes each once (the
+// backward pass reads them) and sums them for the two means in the same loop; the variance loop
+// and the rest of the input side (siamese_input_row) read back the lane's own writes, hot in L1.
+// Against the update kernel followed by siamese_input_forward_kernel: one launch and one read of
+// x and y (two (N, C) tensors) fewer per sublayer. The sums run in ln_row_stats' order, so the
+// results are bit-identical to the two kernels.
+__global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
+                                                    const floatX* z, float c, floatX* a_out, floatX* r_out,
+                                                    floatX* u_out, SiameseStats st, SiameseNorms p, int N, int C) {
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
+    float xsum = 0.0f, ysum = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        siamese_update_value((float)a_prev[o + i], (float)y_prev[o + i], (float)z[o + i], c, &x[o + i], &y[o + i]);
+        xsum += (float)x[o + i];
+        ysum += (float)y[o + i];
+    }
+    float xmean = warp_sum(xsum) / C, ymean = warp_sum(ysum) / C;
+    float xsq = 0.0f, ysq = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float dx = (float)x[o + i] - xmean, dy = (float)y[o + i] - ymean;
+        xsq += dx * dx;
+        ysq += dy * dy;
+    }
+    float2 sx = make_float2(xmean, rsqrtf(warp_sum(xsq) / C + 1e-5f));
+    float2 sy = make_float2(ymean, rsqrtf(warp_sum(ysq) / C + 1e-5f));
+    siamese_input_row(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+}
+
+// x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the
+// input side of the next sublayer (or of the final merge) on them, in one kernel
+static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
+                                         const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
+                                         SiameseStats st, SiameseNorms p, int N, int C) {
+    siamese_update_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out,
+                                                                           u_out, st, p, N, C);
+    cudaCheckLaunch();
+}
+
+// the update's backward for the block output, dz (floatX: the block's matmuls read it), one thread per element
 __global__ void siamese_update_backward_kernel(floatX* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { dz[i] = (floatX)(dx_next[i] / c + dy_next[i]); }
+    if (i < n) { dz[i] = (floatX)siamese_update_dz(dx_next[i], dy_next[i], c); }
 }
 
 static void siamese_update_backward(floatX* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
@@ -187,10 +245,16 @@ static void siamese_update_backward(floatX* dz, const float* dx_next, const floa
 // The input side, backward. On entry dx = dL/dx_next (0 at the final merge), dy = dL/dy_next (0 at
 // the final merge), du = dL/du. On exit dx = dL/dx, dy = dL/dy; dr_buf and da_buf (N, C) hold dr
 // and da for the parameter gradients.
+//
+// The update's backward folded in (TRAIN_GPT2CU_KERNELS=fold): dx and dy on exit are dx_next and
+// dy_next of the sublayer before, whose update backward would read them straight back to form its
+// dz. Given dz_prev (and that sublayer's scale c_prev), the last loop writes dz_prev =
+// siamese_update_dz(dx, dy, c_prev) from the values in registers: one launch and one read of dx
+// and dy (fp32) fewer per sublayer, the same numbers as siamese_update_backward_kernel.
 
-__global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_buf, float* da_buf, const float* du,
-                                              SiameseNorms p, SiameseStats st, const floatX* x, const floatX* y,
-                                              const floatX* r, int N, int C) {
+__global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev,
+                                              float c_prev, const float* du, SiameseNorms p, SiameseStats st,
+                                              const floatX* x, const floatX* y, const floatX* r, int N, int C) {
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
@@ -217,16 +281,21 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
     float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
     // dy += LN_back(dr; y), dx = LN_back(da; x)
     for (int i = lane; i < C; i += 32) {
-        dy[o + i] += ln_backward_value(dr_buf[o + i], (float)y[o + i], (float)p.yw[i], ymu, yrs, ymeans);
-        dx[o + i] = ln_backward_value(da_buf[o + i], (float)x[o + i], (float)p.xw[i], xmu, xrs, xmeans);
+        float dyv = dy[o + i] + ln_backward_value(dr_buf[o + i], (float)y[o + i], (float)p.yw[i], ymu, yrs, ymeans);
+        float dxv = ln_backward_value(da_buf[o + i], (float)x[o + i], (float)p.xw[i], xmu, xrs, xmeans);
+        dy[o + i] = dyv;
+        dx[o + i] = dxv;
+        if (dz_prev) { dz_prev[o + i] = (floatX)siamese_update_dz(dxv, dyv, c_prev); }
     }
 }
 
-// the row kernel, then the parameter gradients of the three LayerNorms (deterministic column sums)
-static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, const float* du,
-                                   SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x, const floatX* y,
-                                   const floatX* r, int N, int C) {
-    siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, du, p, st, x, y, r, N, C);
+// the row kernel, then the parameter gradients of the three LayerNorms (deterministic column sums).
+// dz_prev: NULL, or where the folded update backward writes dz of the sublayer before (scale c_prev)
+static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev, float c_prev,
+                                   const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
+                                   const floatX* x, const floatX* y, const floatX* r, int N, int C) {
+    siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p,
+                                                                     st, x, y, r, N, C);
     cudaCheckLaunch();
     ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(g.w, g.b, du, r, st.mean, st.rstd);

@@ -162,10 +162,11 @@ __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) /
 // checks every mode with all of them on and all off (it sets new_kernels itself).
 //     flash   attention without the (B, NH, T, T) tensors (flash_attention_forward / _backward)
 //     colsum  the column sums of the parameter gradients in two stages (column_grads)
-//     vec     16-byte loads and stores in the LayerNorm forward and the GELU kernels
+//     vec     16-byte loads and stores in the LayerNorm forward, the SiameseNorm update and the GELU kernels
 //     classifier  the classifier's backward reads each logits row once (the row in registers)
-enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2, KERNEL_VEC = 4, KERNEL_CLASSIFIER = 8 };
-static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum", "vec", "classifier"};
+//     fold    the SiameseNorm update folded into the next input side's kernels, forward and backward
+enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2, KERNEL_VEC = 4, KERNEL_CLASSIFIER = 8, KERNEL_FOLD = 16 };
+static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum", "vec", "classifier", "fold"};
 #define NUM_NEW_KERNELS ((int)(sizeof(NEW_KERNEL_NAMES) / sizeof(NEW_KERNEL_NAMES[0])))
 static int new_kernels = -1;  // a bit set of KERNEL_*; -1: not read from the environment yet
 
@@ -1665,6 +1666,8 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
+    // TRAIN_GPT2CU_KERNELS=fold: the update of each sublayer runs inside the next input side's kernel
+    int fold = new_kernel_on(KERNEL_FOLD);
     floatX* resy = norm_mode_layout(mode)->two_streams ? a->resy : NULL;  // both streams start as e
     encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
@@ -1697,10 +1700,19 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
                 floatX* u = a->blockin + k * N;
                 floatX* lnx = a->lnx + k * N;
                 floatX* y = a->resy + k * N;
-                siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
-                                      sublayer_norms(p, l, s, C), BT, C);          // a = LN(x), u = LN(a + LN(y))
+                if (fold && k > 0) {  // the update of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
+                    siamese_update_input_forward(x, y, a->lnx + (k - 1) * N, a->resy + (k - 1) * N,
+                                                 a->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx,
+                                                 a->lnsum + k * N, u, sublayer_stats(f, k, BT), sublayer_norms(p, l, s, C),
+                                                 BT, C);
+                } else {
+                    siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
+                                          sublayer_norms(p, l, s, C), BT, C);      // a = LN(x), u = LN(a + LN(y))
+                }
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
-                siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+                if (!fold) {
+                    siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
+                }
                 break;
             }
         }
@@ -1713,8 +1725,15 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
             layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
         case NORM_SIAMESE:
-            siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N,
-                                  final_norms(p), BT, C);                          // h = LN(LN(x) + LN(y))
+            if (fold) {  // with the update of the last sublayer
+                siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + (2 * L - 1) * N,
+                                             a->resy + (2 * L - 1) * N, a->blockout + (2 * L - 1) * N,
+                                             siamese_scale(L - 1), NULL, a->lnfsum, a->lnf, final_stats(f),
+                                             final_norms(p), BT, C);
+            } else {
+                siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N,
+                                      final_norms(p), BT, C);                      // h = LN(LN(x) + LN(y))
+            }
             break;
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
@@ -1785,6 +1804,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     ScratchF* sf = &m->sf;
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
+    int fold = new_kernel_on(KERNEL_FOLD);  // each update's backward inside the input side's after it
 
     // classifier and the tied output layer: dlogits (in place), then dh (fp32, in du) and dwte
     classifier(a->logits, f->losses, m->d_targets, loss_scale / BT, BT, V, Vp, 1);
@@ -1802,8 +1822,9 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         case NORM_SIAMESE:
             cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
             cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, final_norms(g), final_norms(p),
-                                   final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
+            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1), sf->du,
+                                   final_norms(g), final_norms(p), final_stats(f), x_final, a->resy + 2 * L * N,
+                                   a->lnfsum, BT, C);
             break;
     }
     observe_stream_grads(m, 2 * L);
@@ -1831,10 +1852,12 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
                 break;
             case NORM_SIAMESE:
-                // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
-                siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N);
+                // dz = dx_next / c + dy_next (with fold: written by the input side after this sublayer);
+                // the block; then the three LNs of the input side (with fold: and dz of sublayer k - 1)
+                if (!fold) { siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N); }
                 block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sf->du, sublayer_norms(g, l, s, C),
+                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, fold && k > 0 ? sx->dz : NULL,
+                                       siamese_scale((k - 1) / 2), sf->du, sublayer_norms(g, l, s, C),
                                        sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
                                        a->lnsum + k * N, BT, C);
                 break;

@@ -78,6 +78,14 @@ plant vec train_gpt2.cu '/^__global__ void layernorm_forward_vec_kernel/,/^}/s/i
     "LayerNorm vector loops stop one vector short"
 plant vec siamese.cuh '/^__global__ void siamese_update_forward_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
     "SiameseNorm update vector kernel skips the last vector"
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)z\[o + i\], c, /(float)z[o + i], 1.0f, /' \
+    "folded update forward drops the 1/c"
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/ysum += (float)y\[o + i\];/ysum += (float)x[o + i];/' \
+    "folded update forward takes the mean of Y over X"
+plant fold siamese.cuh 's/siamese_update_dz(dxv, dyv, c_prev)/siamese_update_dz(dxv, dyv, 1.0f)/' \
+    "folded update backward drops the 1/c"
+plant fold train_gpt2.cu 's/sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1)/sf->da, NULL, siamese_scale(L - 1)/' \
+    "final merge backward does not write dz of the last sublayer"
 plant classifier train_gpt2.cu 's/if (j \* VEC_X + e < V) { s += expf/if (j * VEC_X + e < V - 1) { s += expf/' \
     "one-pass classifier leaves the last real entry out of the sum"
 
