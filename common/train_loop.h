@@ -375,12 +375,16 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     double step_flops = train_flops_per_token(r) * (double)a->total_batch;
     int evaluates = r->have_val || have_arith;
     RunEstimate estimate = {st.step, 0, 0.0, -1.0};
+    // the device may hold queued work no step has waited for (the model's upload, an evaluation):
+    // the next step's clock starts only once it is done
+    int queued = 1;
 
     for (int step = st.step; step <= a->max_steps; step++) {
         int last = step == a->max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != r->resume_step) {
             if (evaluates && (step % a->val_every == 0 || last)) {
+                queued = 1;
                 double eval_start = now_seconds();
                 float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
                                                               &r->dist) : 0.0f;
@@ -390,9 +394,11 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             }
             if (r->dist.rank == 0 && a->sample_every > 0 && a->gen_tokens > 0 &&
                 ((step > 0 && step % a->sample_every == 0) || last)) {
+                queued = 1;
                 train_sample_text(ops, model, cfg, &r->data.tokenizer, a->T, a->gen_tokens, &st.sample_rng);
             }
             if (r->have_output && step > 0 && (last || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0))) {
+                queued = 1;
                 st.step = step;
                 st.shard_index = r->train_loader.shard_index;
                 st.shard_offset = r->train_loader.shard_offset;
@@ -402,8 +408,9 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         if (last) { break; }
 
         // one optimizer step: grad_accum micro-batches (on every rank), the gradients summed over
-        // the ranks, then clip and AdamW
-        if (ops->sync) { ops->sync(model); }
+        // the ranks, then clip and AdamW. The device waits (ops->sync) are those of the clock: one
+        // where the step ends, and one before it starts only when something else ran in between.
+        if (ops->sync && queued) { ops->sync(model); }
         double t0 = now_seconds();
         ops->zero_grad(model);
         double loss = 0.0;
@@ -422,6 +429,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             st.updates++;
             train_update(r, ops, model, lr, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
             if (ops->sync) { ops->sync(model); }
+            queued = 0;
             double ms = (now_seconds() - t0) * 1000.0;
             double tok_s = a->total_batch / (ms / 1000.0);
             char mfu_line[64] = "", mfu_log[64] = "";

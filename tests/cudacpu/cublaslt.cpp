@@ -13,6 +13,7 @@ algorithms, their rounding (tensor cores, split-k) and their speed are not model
 The heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED, no algorithm) a GELU epilogue whose auxiliary
 leading dimension is not a multiple of 8, the alignment cuBLASLt documents for it.
 */
+#define CUDACPU_RUNTIME 1  // the runtime functions themselves: no call-site macros
 #include "cudacpu.h"
 
 #include <cublasLt.h>
