@@ -1188,10 +1188,20 @@ static void classifier(floatX* logits, float* losses, const int* targets, float 
 // ----------------------------------------------------------------------------
 // optimizer kernels
 
-// partial sums of squares of the fp32 gradients, one per block over a fixed grid; the host adds
-// the NORM_BLOCKS partials in order (in double): deterministic.
-#define NORM_BLOCKS 512
+// partial sums of squares of the fp32 gradients, one per block; the host adds the partials in
+// order (in double). The grid is a function of n alone (norm_blocks), so every addition happens in
+// an order fixed by n: deterministic, on any GPU. Small tensors get few blocks (each thread sums at
+// least NORM_PER_THREAD elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM
+// H100 (4 resident blocks of 512 threads per SM: 528 at once).
 #define NORM_THREADS 512
+#define NORM_MAX_BLOCKS 1024
+#define NORM_PER_THREAD 16
+
+static int norm_blocks(size_t n) {
+    size_t per_block = (size_t)NORM_THREADS * NORM_PER_THREAD;
+    size_t blocks = (n + per_block - 1) / per_block;
+    return blocks < 1 ? 1 : (blocks > NORM_MAX_BLOCKS ? NORM_MAX_BLOCKS : (int)blocks);
+}
 
 __global__ void sumsq_kernel(float* partials, const float* g, size_t n) {
     float sum = 0.0f;
@@ -1417,7 +1427,7 @@ typedef struct {
     int* bucket_pos;               // pinned host (BT) positions, grouped by bucket, increasing within one
     int* bucket_count;             // host (BT) scratch
     int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
-    float* d_norm_partials;        // device (NORM_BLOCKS)
+    float* d_norm_partials;        // device (NORM_MAX_BLOCKS)
     float* host_norm_partials;     // pinned
     // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
     // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
@@ -1528,8 +1538,8 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->bucket_pos = (int*)pinned_malloc_check(BT * sizeof(int), "token buckets");
     m->bucket_count = (int*)malloc_check(BT * sizeof(int), "token buckets");
     m->d_buckets = (int*)cuda_malloc_check((3 * BT + 1) * sizeof(int), "token buckets");
-    m->d_norm_partials = (float*)cuda_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
-    m->host_norm_partials = (float*)pinned_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
+    m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
+    m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
     // the widest column sum: the MLP's up-projection bias, 4C columns
     if (4 * (size_t)cfg->channels > column_partials_cols) {
@@ -1883,14 +1893,16 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the sum of squares of gradients [lo, hi) (fixed grid, host sums the partials in order: deterministic).
-// The host waits here for the partials: the loop needs the norm for clipping and its finite check.
+// the sum of squares of gradients [lo, hi) (a grid fixed by hi - lo, the partials summed in order
+// on the host: deterministic). The host waits here for the partials: the loop needs the norm for
+// clipping and for its finite check.
 static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
-    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
+    int blocks = norm_blocks(hi - lo);
+    sumsq_kernel<<<blocks, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
     cudaCheckLaunch();
-    cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, NORM_BLOCKS * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, blocks * sizeof(float), cudaMemcpyDeviceToHost));
     double total = 0.0;
-    for (int i = 0; i < NORM_BLOCKS; i++) { total += m->host_norm_partials[i]; }
+    for (int i = 0; i < blocks; i++) { total += m->host_norm_partials[i]; }
     return total;
 }
 
