@@ -2038,10 +2038,11 @@ static void gpu_sync(void* self) {
 }
 
 int main(int argc, char** argv) {
-    // What needs no GPU comes first: -h, the flags, the output folder, the data, the model on the
-    // host (checkpoint or fresh) and the flags checked against it. So each of those errors reads the
-    // same on a machine without a GPU (tests/test_train_cu_cli.sh). The state file of a resume is
-    // read later, in the loop.
+    // What needs no GPU comes first: -h, the flags, the output folder (read, not yet created), the
+    // data, the model on the host (checkpoint or fresh) and the flags checked against it. So each
+    // of those errors reads the same on a machine without a GPU (tests/test_train_cu_cli.sh). The
+    // loop creates and locks the output folder once the GPU and its memory are ready: a run that
+    // cannot start leaves nothing behind. The state file of a resume is read in the loop too.
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;

@@ -11,7 +11,7 @@ through the small table of functions below, which each trainer fills with its ow
 A trainer's main() reads, in order:
 
     TrainRun run;
-    train_run_setup(&run, argc, argv);      // flags, output folder, data; which model to build
+    train_run_setup(&run, argc, argv);      // flags, output folder (read only), data; which model to build
     GPT2 model;                             // the trainer's own model type
     if (run.resume_step >= 0 || !run.fresh) gpt2_build_from_checkpoint(&model, run.model_path);
     else                                    gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
@@ -19,7 +19,7 @@ A trainer's main() reads, in order:
     // (AdamW's moments: for parameters [run.opt_lo, run.opt_hi) only, the rank's shard with ZeRO-1)
     gpt2_allocate(&model, run.args.B, run.args.T);
     TrainerOps ops = { ... };               // the trainer's functions
-    train_run_loop(&run, &ops, &model);     // steps, evaluation, sampling, checkpoints
+    train_run_loop(&run, &ops, &model);     // claims the output folder; steps, evaluation, sampling, checkpoints
     train_run_free(&run);
     gpt2_free(&model);
 */
@@ -96,10 +96,11 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     args_parse(&r->args, argc, argv);
     (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
     r->have_output = r->args.output_dir[0] != '\0';
-    // the output folder (rank 0 holds its lock): resume from it, or refuse to overwrite an earlier
-    // run in it; the data folder: the default dataset (made by rank 0), the tokenizer, arithmetic
+    // the output folder, read only (train_run_loop creates and locks it, so a run that fails to
+    // start leaves nothing there): resume from it, or refuse to overwrite an earlier run in it; the
+    // data folder: the default dataset (made by rank 0), the tokenizer, arithmetic
     if (r->dist.rank == 0) {
-        r->resume_step = output_dir_prepare(&r->args);
+        r->resume_step = output_dir_inspect(&r->args);
         run_data_prepare(&r->data, &r->args);
     }
     dist_broadcast_int(&r->dist, &r->resume_step);  // the other ranks wait for rank 0 here
@@ -346,6 +347,8 @@ static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int eval
 static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
     const TrainArgs* a = &r->args;
     const GPT2Config* cfg = r->config;
+    // the run starts: rank 0 creates the output folder and holds its lock from here on
+    if (r->dist.rank == 0) { output_dir_claim(a, r->resume_step); }
     // arithmetic data: exact-match accuracy on held-out problems at every validation
     ArithEval arith_eval;
     int have_arith = run_arith_eval_init(&arith_eval, &r->data, a, cfg);
