@@ -162,6 +162,7 @@ data/arithmetic: dev/data/arithmetic
 -include tests/tests.mk
 -include tests/robust.mk
 -include tests/cudacpu/cudacpu.mk
+-include dev/cuda/layer.mk
 
 # the CUDA trainer through the CPU execution layer: 20 steps from one checkpoint against train_gpt2
 # (every mode, both precisions), a repeat and a resume bit for bit, checkpoints between the two
@@ -243,7 +244,7 @@ test-new-kernels: test_gpt2
 	else bash tests/test_new_kernels.sh; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-new-kernels test-cu-training test-lt-fault
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-new-kernels test-cu-training test-lt-fault
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

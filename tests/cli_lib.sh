@@ -1,6 +1,7 @@
-# tests/cli_lib.sh: what the end-to-end trainer tests share (sourced by tests/test_train_cli.sh and
-# tests/test_train_cu_cli.sh, from the repository root): a work folder $W, removed at exit unless
-# KEEP=1, the pass/fail counters and the helpers below. The sourcing script ends with cli_summary.
+# tests/cli_lib.sh: what the end-to-end trainer tests share (sourced by tests/test_train_cli.sh,
+# tests/test_train_cu_cli.sh and tests/test_dist.sh, from the repository root): a work folder $W,
+# removed at exit unless KEEP=1, the pass/fail counters and the helpers below. The sourcing script
+# ends with cli_summary.
 KEEP=${KEEP:-0}  # KEEP=1 keeps the work folder
 # in /dev/shm where there is one: the checkpoints' fsync calls cost nothing there
 TMP_ROOT=/tmp

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# tests/test_readme.sh: the commands of README.md and of the pages in doc/ run as written on a
+# tests/test_readme.sh: the commands of README.md, of the pages in doc/ and of dev/cuda/README.md run as written on a
 # fresh copy of the project.
 #
 #   bash tests/test_readme.sh            (make test runs it; README_PYTHON=1 adds the Python ones)
 #
-# Takes every command of the code blocks of README.md, then of doc/*.md in name order (```bash
+# Takes every command of the code blocks of README.md, then of doc/*.md in name order, then of
+# dev/cuda/README.md (```bash
 # fences and 4-space indented blocks; lines ending in "\" joined), checks that
 # tests/readme_commands.txt lists each one with how to treat it (and lists nothing else), then runs
 # the runnable ones in that order in a copy of the tracked files (git ls-files: what a clone
@@ -26,7 +27,7 @@ bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && tail -n 15 "$
 
 # the commands, one per line: comments after " # " dropped, spaces squeezed
 normalize() { sed -E 's/[[:space:]]+#[[:space:]].*$//; s/[[:space:]]+/ /g; s/^ //; s/ $//'; }
-PAGES="README.md $(ls doc/*.md 2> /dev/null | sort)"
+PAGES="README.md $(ls doc/*.md 2> /dev/null | sort) dev/cuda/README.md"
 for page in $PAGES; do
 awk '
     /^```/ { if (fence) { fence = 0 } else { fence = 1; bash = ($0 ~ /^```(bash|sh)[[:space:]]*$/) }; prev = ""; next }
@@ -48,8 +49,8 @@ grep -v '^#' "$LIST" | grep . | sed 's/^[^|]*| *//' | normalize > "$W/listed"
 missing=$(paste -d'|' "$W/where" "$W/readme" | while IFS='|' read -r page cmd; do
     printf '%s\n' "$cmd" | grep -qxFf "$W/listed" || printf '%s: %s\n' "$page" "$cmd"; done)
 stale=$(grep -vxFf "$W/readme" "$W/listed")
-if [ -z "$missing" ]; then ok "every command of README.md and doc/*.md ($(wc -l < "$W/readme")) is in $LIST"; else bad "commands not in $LIST:"; echo "$missing" | sed 's/^/       | /'; fi
-if [ -z "$stale" ]; then ok "every command of $LIST is in README.md or a doc/ page"; else bad "commands in $LIST but in no page:"; echo "$stale" | sed 's/^/       | /'; fi
+if [ -z "$missing" ]; then ok "every command of README.md, doc/*.md and dev/cuda/README.md ($(wc -l < "$W/readme")) is in $LIST"; else bad "commands not in $LIST:"; echo "$missing" | sed 's/^/       | /'; fi
+if [ -z "$stale" ]; then ok "every command of $LIST is in README.md, a doc/ page or dev/cuda/README.md"; else bad "commands in $LIST but in no page:"; echo "$stale" | sed 's/^/       | /'; fi
 
 # a fresh copy: the files git tracks (and new ones not yet committed), nothing built
 if ! git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
@@ -79,7 +80,8 @@ while IFS='|' read -r page cmd; do
         skip*) echo "skip $page: $cmd (${mode#skip: })"; continue ;;
         *) continue ;;  # not listed: reported above
     esac
-    if (cd "$W/clone" && bash -c "set -e; $run_cmd") > "$W/out_$i" 2>&1; then
+    # stdin from /dev/null: a command that reads it (mpirun does) must not eat the list of commands
+    if (cd "$W/clone" && bash -c "set -e; $run_cmd") < /dev/null > "$W/out_$i" 2>&1; then
         ok "$page: $cmd"
     else
         bad "$page: $cmd  (ran: $run_cmd)" "$W/out_$i"

@@ -81,7 +81,7 @@ check "fresh d1: pairs 2 and 3" test -f "$W/d1/model_00000003.bin" -a -f "$W/d1/
 expect_success "kill: an uninterrupted run" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/unkilled"
 "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x 300 -n 5 -o "$W/killed" > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1000); do [ -f "$W/killed/model_00000005.bin" ] && break; sleep 0.01; done
+for _ in $(seq 6000); do [ -f "$W/killed/model_00000005.bin" ] && break; sleep 0.01; done
 kill -9 $pid 2> /dev/null
 wait $pid 2> /dev/null
 check "kill: killed mid-run (newest checkpoint: $(ls "$W/killed" | grep '^model_' | tail -n 1))" test ! -f "$W/killed/model_00000300.bin"
@@ -319,7 +319,8 @@ echo "== f. one run per output folder; surprises said out loud"
 # the lock dies with the process, so after a SIGKILL the resume works
 "$TRAIN" "${T[@]}" -e "$MODEL" -x 100000 -n 5 -nk 2 -o "$W/locked" > /dev/null 2>&1 &
 holder=$!
-for _ in $(seq 1000); do [ -f "$W/locked/model_00000005.bin" ] && break; sleep 0.01; done
+# (-nk 2 removes model_00000005.bin soon after step 15: wait for any checkpoint)
+for _ in $(seq 6000); do compgen -G "$W/locked/model_*.bin" > /dev/null && break; sleep 0.01; done
 expect_error "lock: a second run on a folder in use" "output folder $W/locked is in use by another run (pid $holder)" \
     "$TRAIN" "${T[@]}" -e "$MODEL" -x 10 -o "$W/locked"
 expect_error "lock: a second -y 1 on a folder in use" "output folder $W/locked is in use by another run (pid $holder)" \

@@ -29,13 +29,14 @@ layernorm_backward_row; parameter gradients summed in double). GB/s against the 
 move at the least: read du, dx_next, dy_next (fp32), x, y, s (bf16), the statistics; write dx, dy.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_backward.cu -o siamese_input_backward
-                              ./siamese_input_backward [version]
-Status: compiled without a GPU; never run yet.
+                              ./siamese_input_backward [version] [N=rows] [C=channels]
+Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
+a GPU yet, so no timing.
 */
 #include "common.h"
 
-#define N_ROWS (8 * 1024)  // B * T
-#define CH 768             // C
+#define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
+#define CH 768             // C (C=)
 #define LN_EPS 1e-5f
 #define ROW_WARPS 8        // version 1: warps per block
 
@@ -275,14 +276,18 @@ __device__ __forceinline__ void store8f(float* f, int j, const float* src) {
     ((float4*)f)[2 * j + 1] = make_float4(src[4], src[5], src[6], src[7]);
 }
 
+// the vectors of 8 per lane, VPL = ceil(C / 256), are a template parameter (the register arrays)
+#define VPL_MAX 4  // C up to 1024
+static int vectors_per_lane(int C) { return ceil_div(C / 8, 32); }
+
 // One LN backward over a row in registers. g: dout in, LN_back(dout) out; v: the LN input;
 // acc: this warp's gradient slice, (weight, then bias) at element (e, j) = column 8 j + e.
-template <int C>
+template <int VPL>
 __device__ __forceinline__ void ln_back_regs(float (*g)[8], const float (*v)[8], const bf16* w, float mean,
-                                             float rstd, float* acc_w, float* acc_b, int lane) {
-    constexpr int V = C / 8, VPL = (V + 31) / 32;
+                                             float rstd, float* acc_w, float* acc_b, int C, int lane) {
+    const int V = C / 8;
     const int4* w4 = (const int4*)w;
-    float wv[VPL][8];
+    float wv[VPL][8] = {};  // zero where a lane owns no vector (never read there)
     float m1 = 0.0f, m2 = 0.0f;
 #pragma unroll
     for (int k = 0; k < VPL; k++) {
@@ -309,21 +314,21 @@ __device__ __forceinline__ void ln_back_regs(float (*g)[8], const float (*v)[8],
     }
 }
 
-template <int C>
+template <int VPL>
 __global__ void __launch_bounds__(BW_WARPS * 32)
     input_backward_v2(float* dx, float* dy, float* partials, const float* du, const bf16* x, const bf16* y,
-                      const bf16* s, const bf16* p, const float* st, int N) {
-    constexpr int V = C / 8, VPL = (V + 31) / 32;
+                      const bf16* s, const bf16* p, const float* st, int N, int C) {
+    const int V = C / 8;
     extern __shared__ float acc[];  // (BW_WARPS, NUM_P, 8, V): each warp's column sums
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float* my = acc + (size_t)warp * NUM_P * C;
     for (int i = lane; i < NUM_P * C; i += 32) { my[i] = 0.0f; }
-    __syncwarp();
+    __syncwarp(0xffffffffu);
     int r0 = (blockIdx.x * BW_WARPS + warp) * ROWS_PER_WARP;
     for (int r = r0; r < r0 + ROWS_PER_WARP && r < N; r++) {
         size_t o = (size_t)r * C, o4 = (size_t)r * V;
         // the row's loads first (dy_next is read at the end, where it is added)
-        float g[VPL][8], h[VPL][8], sv[VPL][8], yv[VPL][8], xv[VPL][8];
+        float g[VPL][8] = {}, h[VPL][8] = {}, sv[VPL][8] = {}, yv[VPL][8] = {}, xv[VPL][8] = {};
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             int j = lane + 32 * k;
@@ -335,15 +340,16 @@ __global__ void __launch_bounds__(BW_WARPS * 32)
             unpack8(xv[k], ((const int4*)x)[o4 + j]);
         }
         // g: du -> ds; h: dx_next -> da = ds + dx_next -> dx
-        ln_back_regs<C>(g, sv, p + P_W * C, st[S_MEAN * N + r], st[S_RSTD * N + r], my + P_W * C, my + P_B * C, lane);
+        ln_back_regs<VPL>(g, sv, p + P_W * C, st[S_MEAN * N + r], st[S_RSTD * N + r], my + P_W * C, my + P_B * C, C,
+                          lane);
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             for (int e = 0; e < 8; e++) { h[k][e] += g[k][e]; }
         }
-        ln_back_regs<C>(g, yv, p + P_YW * C, st[S_YMEAN * N + r], st[S_YRSTD * N + r], my + P_YW * C,
-                        my + P_YB * C, lane);
-        ln_back_regs<C>(h, xv, p + P_XW * C, st[S_XMEAN * N + r], st[S_XRSTD * N + r], my + P_XW * C,
-                        my + P_XB * C, lane);
+        ln_back_regs<VPL>(g, yv, p + P_YW * C, st[S_YMEAN * N + r], st[S_YRSTD * N + r], my + P_YW * C,
+                          my + P_YB * C, C, lane);
+        ln_back_regs<VPL>(h, xv, p + P_XW * C, st[S_XMEAN * N + r], st[S_XRSTD * N + r], my + P_XW * C,
+                          my + P_XB * C, C, lane);
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             int j = lane + 32 * k;
@@ -395,6 +401,10 @@ typedef struct {
 
 static int v2_blocks(int N) { return ceil_div(N, BW_WARPS * ROWS_PER_WARP); }
 static size_t v2_smem(int C) { return (size_t)BW_WARPS * NUM_P * C * sizeof(float); }
+typedef void (*BackwardV2)(float*, float*, float*, const float*, const bf16*, const bf16*, const bf16*, const bf16*,
+                           const float*, int, int);
+static const BackwardV2 backward_v2[VPL_MAX] = {input_backward_v2<1>, input_backward_v2<2>, input_backward_v2<3>,
+                                                input_backward_v2<4>};
 
 static void run_version(int version, const Buffers* b, int N, int C) {
     if (version == 1) {
@@ -410,8 +420,8 @@ static void run_version(int version, const Buffers* b, int N, int C) {
         cudaCheckLaunch();
     } else {
         int nb = v2_blocks(N);
-        input_backward_v2<CH><<<nb, BW_WARPS * 32, v2_smem(C)>>>(b->dx, b->dy, b->partials, b->du, b->x, b->y, b->s,
-                                                                 b->p, b->st, N);
+        BackwardV2 kernel = backward_v2[vectors_per_lane(C) - 1];
+        kernel<<<nb, BW_WARPS * 32, v2_smem(C)>>>(b->dx, b->dy, b->partials, b->du, b->x, b->y, b->s, b->p, b->st, N, C);
         cudaCheckLaunch();
         reduce_partials_v2<<<ceil_div(NUM_P * C, 32), dim3(32, REDUCE_SLICES)>>>(b->grads, b->partials, nb, NUM_P * C);
         cudaCheckLaunch();
@@ -428,8 +438,12 @@ static void reset(const Buffers* b, int N, int C) {
 
 int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
-    int only = parse_version(argc, argv, 2);
-    const int N = N_ROWS, C = CH;
+    int N = N_ROWS, C = CH;
+    const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
+    int only = parse_args(argc, argv, 2, sizes, 2);
+    if (only != 1 && (C % 8 != 0 || C > 256 * VPL_MAX)) {
+        size_error(argv[0], "version 2 needs C a multiple of 8 up to 1024 (version 1 takes any C)");
+    }
     size_t n = (size_t)N * C;
     print_device();
     printf("siamese_input_backward: N = %d rows, C = %d\n", N, C);
@@ -469,15 +483,20 @@ int main(int argc, char** argv) {
     b.ds_buf = (float*)device_alloc(n * sizeof(float));
     b.da_buf = (float*)device_alloc(n * sizeof(float));
     b.partials = (float*)device_alloc((size_t)v2_blocks(N) * NUM_P * C * sizeof(float));
-    cudaCheck(cudaFuncSetAttribute(input_backward_v2<CH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v2_smem(C)));
+    if (only != 1) {
+        cudaCheck(cudaFuncSetAttribute((const void*)backward_v2[vectors_per_lane(C) - 1], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)v2_smem(C)));
+    }
 
     // the CPU reference (dx, dy in place, gradients in double)
     double* gd = (double*)calloc(NUM_P * C, sizeof(double));
     input_backward_ref(dx, dy, gd, du, x, y, s, p, st, N, C);
     float* ref_g = (float*)host_alloc(NUM_P * C * sizeof(float));
     for (int i = 0; i < NUM_P * C; i++) { ref_g[i] = (float)gd[i]; }
-    float* got = (float*)host_alloc(n * sizeof(float));
+    float* got = (float*)host_alloc((n > NUM_P * (size_t)C ? n : NUM_P * (size_t)C) * sizeof(float));  // dx, dy or dparams
 
+    // the parameter gradients sum N rows: the absolute tolerance (1e-2 at 8192 rows) scales with N
+    const float dparams_atol = fmaxf(1e-2f * N / N_ROWS, 1e-5f);
     double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(float);
     for (int v = 1; v <= 2; v++) {
         if (only && v != only) { continue; }
@@ -490,10 +509,12 @@ int main(int argc, char** argv) {
         from_device_f32(got, b.dy, n);
         check_close("dy", dy, got, n, 1e-4f, 1e-3f);
         from_device_f32(got, b.grads, NUM_P * C);
-        check_close("dparams", ref_g, got, NUM_P * C, 1e-2f, 1e-3f);
+        check_close("dparams", ref_g, got, NUM_P * C, dparams_atol, 1e-3f);
         char label[64];
         snprintf(label, sizeof label, "  v%d backward + LN param grads", v);
-        print_timing(label, time_ms([&] { run_version(v, &b, N, C); }, [&] { reset(&b, N, C); }), bytes);
+        if (!timing_skipped(label)) {
+            print_timing(label, time_ms([&] { run_version(v, &b, N, C); }, [&] { reset(&b, N, C); }), bytes);
+        }
     }
     printf("all checked versions match the CPU reference\n");
     return 0;

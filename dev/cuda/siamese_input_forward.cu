@@ -25,13 +25,14 @@ for versions 1 and 2. GB/s is counted against the bytes the job must move at the
 a_prev, y_prev, z; write x, y, a, s, u (bf16) and the statistics.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_forward.cu -o siamese_input_forward
-                              ./siamese_input_forward [version]
-Status: compiled without a GPU; never run yet.
+                              ./siamese_input_forward [version] [N=rows] [C=channels]
+Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
+a GPU yet, so no timing.
 */
 #include "common.h"
 
-#define N_ROWS (8 * 1024)  // B * T
-#define CH 768             // C (GPT-2 124M)
+#define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
+#define CH 768             // C (GPT-2 124M; C=)
 #define LN_EPS 1e-5f
 #define ROW_WARPS 8        // warps per block of a row kernel
 
@@ -175,18 +176,16 @@ __global__ void input_forward_v1(bf16* a_out, bf16* s_out, bf16* u_out, float* s
 
 // ----------------------------------------------------------------------------
 // versions 2 and 3: the row in registers. Lane `lane` owns the 8-wide vectors j = lane + 32 k of
-// the row (k < VPL), so every load and store is a coalesced 128-bit access. C % 8 == 0.
+// the row (k < VPL), so every load and store is a coalesced 128-bit access. C % 8 == 0; the
+// vectors per lane VPL = ceil(C / 256) are a template parameter (the register arrays), C is not.
 
-template <int C>
-struct RowLayout {
-    static constexpr int V = C / 8;               // vectors per row
-    static constexpr int VPL = (V + 31) / 32;     // vectors per lane (the last may be missing)
-};
+#define VPL_MAX 4  // C up to 1024
+static int vectors_per_lane(int C) { return ceil_div(C / 8, 32); }
 
 // mean and rstd over the values a lane holds (v[k][.] for the vectors it owns), two-pass
-template <int C>
-__device__ __forceinline__ float2 row_stats_regs(const float (*v)[8], int lane) {
-    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+template <int VPL>
+__device__ __forceinline__ float2 row_stats_regs(const float (*v)[8], int C, int lane) {
+    const int V = C / 8;
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < VPL; k++) {
@@ -206,13 +205,13 @@ __device__ __forceinline__ float2 row_stats_regs(const float (*v)[8], int lane) 
 }
 
 // the input side of one row whose x and y are in registers (xv, yv: overwritten)
-template <int C>
+template <int VPL>
 __device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], int4* a4, int4* s4, int4* u4,
-                                                float* st, const bf16* p, int N, int r, int lane) {
-    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+                                                float* st, const bf16* p, int N, int C, int r, int lane) {
+    const int V = C / 8;
     const int4* p4 = (const int4*)p;  // the parameters as vectors: P_k * C / 8 + j
-    float2 sx = row_stats_regs<C>(xv, lane);
-    float2 sy = row_stats_regs<C>(yv, lane);
+    float2 sx = row_stats_regs<VPL>(xv, C, lane);
+    float2 sy = row_stats_regs<VPL>(yv, C, lane);
     // a and s; s (rounded to bf16, as stored) replaces x in the registers
 #pragma unroll
     for (int k = 0; k < VPL; k++) {
@@ -231,7 +230,7 @@ __device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], 
         a4[j] = pack8(a);
         s4[j] = pack8(xv[k]);
     }
-    float2 ss = row_stats_regs<C>(xv, lane);
+    float2 ss = row_stats_regs<VPL>(xv, C, lane);
 #pragma unroll
     for (int k = 0; k < VPL; k++) {
         int j = lane + 32 * k;
@@ -252,16 +251,16 @@ __device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], 
     }
 }
 
-template <int C>
+template <int VPL>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
     input_forward_v2(bf16* a_out, bf16* s_out, bf16* u_out, float* st, const bf16* x, const bf16* y, const bf16* p,
-                     int N) {
-    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+                     int N, int C) {
+    const int V = C / 8;
     int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= N) { return; }
     size_t o4 = (size_t)r * V;  // the row's offset in vectors
     const int4 *x4 = (const int4*)x + o4, *y4 = (const int4*)y + o4;
-    float xv[VPL][8], yv[VPL][8];
+    float xv[VPL][8] = {}, yv[VPL][8] = {};  // zero where a lane owns no vector (never read there)
 #pragma unroll
     for (int k = 0; k < VPL; k++) {  // all loads first: VPL * 2 128-bit loads in flight per lane
         int j = lane + 32 * k;
@@ -270,19 +269,19 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
             unpack8(yv[k], y4[j]);
         }
     }
-    input_side_regs<C>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, r, lane);
+    input_side_regs<VPL>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, C, r, lane);
 }
 
-template <int C>
+template <int VPL>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
     boundary_forward_v3(bf16* x_out, bf16* y_out, bf16* a_out, bf16* s_out, bf16* u_out, float* st,
-                        const bf16* a_prev, const bf16* y_prev, const bf16* z, float c, const bf16* p, int N) {
-    constexpr int V = RowLayout<C>::V, VPL = RowLayout<C>::VPL;
+                        const bf16* a_prev, const bf16* y_prev, const bf16* z, float c, const bf16* p, int N, int C) {
+    const int V = C / 8;
     int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= N) { return; }
     size_t o4 = (size_t)r * V;
     const int4 *ap4 = (const int4*)a_prev + o4, *yp4 = (const int4*)y_prev + o4, *z4 = (const int4*)z + o4;
-    float xv[VPL][8], yv[VPL][8];
+    float xv[VPL][8] = {}, yv[VPL][8] = {};  // zero where a lane owns no vector (never read there)
 #pragma unroll
     for (int k = 0; k < VPL; k++) {
         int j = lane + 32 * k;
@@ -298,7 +297,7 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
         ((int4*)x_out)[o4 + j] = pack8(xv[k]);
         ((int4*)y_out)[o4 + j] = pack8(yv[k]);
     }
-    input_side_regs<C>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, r, lane);
+    input_side_regs<VPL>(xv, yv, (int4*)a_out + o4, (int4*)s_out + o4, (int4*)u_out + o4, st, p, N, C, r, lane);
 }
 
 // ----------------------------------------------------------------------------
@@ -315,19 +314,29 @@ static void run_update(const Buffers* b, float c, int N, int C) {
     cudaCheckLaunch();
 }
 
+// the instantiations of versions 2 and 3, by vectors per lane
+typedef void (*InputV2)(bf16*, bf16*, bf16*, float*, const bf16*, const bf16*, const bf16*, int, int);
+static const InputV2 input_v2[VPL_MAX] = {input_forward_v2<1>, input_forward_v2<2>, input_forward_v2<3>, input_forward_v2<4>};
+typedef void (*BoundaryV3)(bf16*, bf16*, bf16*, bf16*, bf16*, float*, const bf16*, const bf16*, const bf16*, float,
+                           const bf16*, int, int);
+static const BoundaryV3 boundary_v3[VPL_MAX] = {boundary_forward_v3<1>, boundary_forward_v3<2>, boundary_forward_v3<3>,
+                                                boundary_forward_v3<4>};
+
 static void run_input(int version, const Buffers* b, int N, int C) {
     if (version == 1) {
         input_forward_v1<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
     } else {
-        input_forward_v2<CH><<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N);
+        InputV2 kernel = input_v2[vectors_per_lane(C) - 1];
+        kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
     }
     cudaCheckLaunch();
 }
 
 static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
     if (version == 3) {
-        boundary_forward_v3<CH><<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->x, b->y, b->a, b->s, b->u, b->st,
-                                                                            b->a_prev, b->y_prev, b->z, c, b->p, N);
+        BoundaryV3 kernel = boundary_v3[vectors_per_lane(C) - 1];
+        kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->x, b->y, b->a, b->s, b->u, b->st, b->a_prev, b->y_prev, b->z, c,
+                                                           b->p, N, C);
         cudaCheckLaunch();
     } else {
         run_update(b, c, N, C);
@@ -337,8 +346,13 @@ static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
 
 int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
-    int only = parse_version(argc, argv, 3);
-    const int N = N_ROWS, C = CH, layer = 3;
+    int N = N_ROWS, C = CH;
+    const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
+    int only = parse_args(argc, argv, 3, sizes, 2);
+    if (only != 1 && (C % 8 != 0 || C > 256 * VPL_MAX)) {
+        size_error(argv[0], "versions 2 and 3 need C a multiple of 8 up to 1024 (version 1 takes any C)");
+    }
+    const int layer = 3;
     const float c = sqrtf(2.0f * (layer + 1));
     size_t n = (size_t)N * C;
     print_device();
@@ -365,7 +379,7 @@ int main(int argc, char** argv) {
 
     // the CPU reference
     float* ref[5];
-    float* got = (float*)host_alloc(n * sizeof(float));
+    float* got = (float*)host_alloc((n > NUM_S * (size_t)N ? n : NUM_S * (size_t)N) * sizeof(float));  // an output or the stats
     for (int k = 0; k < 5; k++) { ref[k] = (float*)host_alloc(n * sizeof(float)); }
     float* ref_st = (float*)host_alloc(NUM_S * N * sizeof(float));
     boundary_ref(ref[0], ref[1], ref[2], ref[3], ref[4], ref_st, a_prev, y_prev, z, c, p, N, C);
@@ -389,10 +403,12 @@ int main(int argc, char** argv) {
         check_close("stats", ref_st, got, NUM_S * N, 1e-3f, 1e-3f);
         char label[64];
         snprintf(label, sizeof label, "  v%d update + input side", v);
-        print_timing(label, time_ms([&] { run_boundary(v, &b, c, N, C); }, no_prep), bytes_boundary);
+        if (!timing_skipped(label)) {
+            print_timing(label, time_ms([&] { run_boundary(v, &b, c, N, C); }, no_prep), bytes_boundary);
+        }
         if (v < 3) {
             snprintf(label, sizeof label, "  v%d input side alone", v);
-            print_timing(label, time_ms([&] { run_input(v, &b, N, C); }, no_prep), bytes_input);
+            if (!timing_skipped(label)) { print_timing(label, time_ms([&] { run_input(v, &b, N, C); }, no_prep), bytes_input); }
         }
     }
     printf("all checked versions match the CPU reference\n");

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# dev/cuda/test_layer.sh: every dev/cuda experiment, built through the CPU execution layer
+# (tests/cudacpu; `make test-dev-cuda` builds tests/bin/dev_cuda/*_cpu and runs this), checked at
+# small sizes: odd row counts (partial blocks and warps), channel counts whose vectors leave lanes
+# idle, vocabularies and sequences that end inside a vector or a tile. Every version of every
+# program must match its CPU reference, under a reversed and a shuffled thread order (a missing
+# barrier shows under one or the other); each program's `ref` check of the reference runs too.
+# Timing is skipped there (the programs say so): it waits for a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BIN=tests/bin/dev_cuda
+log=$(mktemp /tmp/test_dev_cuda.XXXXXX)
+trap 'rm -f "$log"' EXIT
+failed=0
+
+# run PROGRAM VERSIONS ARGS...: the run must pass and check VERSIONS versions
+run() {
+    local prog=$1 want=$2 schedule
+    shift 2
+    for schedule in reverse shuffle:1; do
+        if CUDACPU_SCHEDULE=$schedule "$BIN/${prog}_cpu" "$@" > "$log" 2>&1 &&
+            grep -q '^all checked versions match the CPU reference$' "$log" &&
+            [ "$(grep -c '^version ' "$log")" = "$want" ]; then
+            echo "test-dev-cuda: $prog $*, schedule $schedule: $want version(s) match the CPU reference"
+        else
+            cat "$log"
+            echo "test-dev-cuda: $prog $*, schedule $schedule: FAILED"
+            failed=1
+        fi
+    done
+}
+
+ref() {
+    if "$BIN/${1}_cpu" ref > "$log" 2>&1; then
+        echo "test-dev-cuda: $1 ref: the CPU reference passes its own check"
+    else
+        cat "$log"
+        echo "test-dev-cuda: $1 ref: FAILED"
+        failed=1
+    fi
+}
+
+for p in siamese_input_forward siamese_input_backward classifier attention_forward; do ref $p; done
+
+run siamese_input_forward 3 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
+run siamese_input_forward 3 N=9 C=72    # 9 vectors: 23 lanes hold none
+run siamese_input_forward 1 1 N=5 C=50  # version 1 takes any C
+run siamese_input_backward 2 N=37 C=264  # version 2: a second, partial block of rows
+run siamese_input_backward 1 1 N=3 C=50
+run classifier 3 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 1 1 N=3 V=77 Vp=77
+run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64
+run attention_backward 2 B=2 T=80 NH=3 HS=48
+run attention_backward 2 B=1 T=33 NH=2 HS=64
+
+if [ "$failed" != 0 ]; then echo "test-dev-cuda: FAILED"; exit 1; fi
+echo "test-dev-cuda: every dev/cuda version matches its CPU reference through the CPU execution layer (no timing: that waits for a GPU)"
