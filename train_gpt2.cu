@@ -1188,10 +1188,20 @@ static void classifier(floatX* logits, float* losses, const int* targets, float 
 // ----------------------------------------------------------------------------
 // optimizer kernels
 
-// partial sums of squares of the fp32 gradients, one per block over a fixed grid; the host adds
-// the NORM_BLOCKS partials in order (in double): deterministic.
-#define NORM_BLOCKS 512
+// partial sums of squares of the fp32 gradients, one per block; the host adds the partials in
+// order (in double). The grid is a function of n alone (norm_blocks), so every addition happens in
+// an order fixed by n: deterministic, on any GPU. Small tensors get few blocks (each thread sums at
+// least NORM_PER_THREAD elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM
+// H100 (4 resident blocks of 512 threads per SM: 528 at once).
 #define NORM_THREADS 512
+#define NORM_MAX_BLOCKS 1024
+#define NORM_PER_THREAD 16
+
+static int norm_blocks(size_t n) {
+    size_t per_block = (size_t)NORM_THREADS * NORM_PER_THREAD;
+    size_t blocks = (n + per_block - 1) / per_block;
+    return blocks < 1 ? 1 : (blocks > NORM_MAX_BLOCKS ? NORM_MAX_BLOCKS : (int)blocks);
+}
 
 __global__ void sumsq_kernel(float* partials, const float* g, size_t n) {
     float sum = 0.0f;
@@ -1365,6 +1375,15 @@ static void* cuda_malloc_check(size_t bytes, const char* what) {
     return p;
 }
 
+// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
+// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
+static void* pinned_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
@@ -1391,23 +1410,25 @@ typedef struct {
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
     int flash_tile;                // flash attention's tile (TRAIN_GPT2CU_KERNELS=flash), 0: the T x T path
     int cur_B, cur_T;              // the (B, T) of the last forward pass
-    int* inputs;                   // host (B, T) tokens of the last forward pass
-    int* targets;                  // host (B, T) its targets
+    int* inputs;                   // pinned host (B, T) tokens of the last forward pass
+    int* targets;                  // pinned host (B, T) its targets
     int* d_inputs;                 // device copies
     int* d_targets;
+    cudaEvent_t tokens_copied;     // recorded after the copies of inputs and targets to the device
+    int tokens_in_flight;          // those copies may still be running (nothing waited for them since)
     int has_targets;
     float mean_loss;               // of the last forward pass with targets
-    float* host_losses;            // (B, T)
+    float* host_losses;            // pinned (B, T)
     // the embedding gradient's grouping of positions by token (see wte_backward_kernel)
     int num_buckets;
     int* bucket_of_token;          // host (V), -1 when unused
-    int* bucket_token;             // host (BT) the token of each bucket, in order of first appearance
-    int* bucket_start;             // host (BT + 1)
-    int* bucket_pos;               // host (BT) positions, grouped by bucket, increasing within one
+    int* bucket_token;             // pinned host (BT) the token of each bucket, in order of first appearance
+    int* bucket_start;             // pinned host (BT + 1)
+    int* bucket_pos;               // pinned host (BT) positions, grouped by bucket, increasing within one
     int* bucket_count;             // host (BT) scratch
     int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
-    float* d_norm_partials;        // device (NORM_BLOCKS)
-    float* host_norm_partials;
+    float* d_norm_partials;        // device (NORM_MAX_BLOCKS)
+    float* host_norm_partials;     // pinned
     // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
     // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
     // outside siamese mode).
@@ -1502,20 +1523,23 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
     m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
     m->scratch_bytes += bytes;
-    m->inputs = (int*)malloc_check(BT * sizeof(int), "inputs");
-    m->targets = (int*)malloc_check(BT * sizeof(int), "targets");
+    // what moves between host and GPU in a training step sits in pinned host memory (gpt2_forward)
+    m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
+    m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
     m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
     m->d_targets = (int*)cuda_malloc_check(BT * sizeof(int), "targets");
-    m->host_losses = (float*)malloc_check(BT * sizeof(float), "losses");
+    cudaCheck(cudaEventCreateWithFlags(&m->tokens_copied, cudaEventDisableTiming));
+    m->tokens_in_flight = 0;
+    m->host_losses = (float*)pinned_malloc_check(BT * sizeof(float), "losses");
     m->bucket_of_token = (int*)malloc_check((size_t)cfg->vocab_size * sizeof(int), "token buckets");
     for (int i = 0; i < cfg->vocab_size; i++) { m->bucket_of_token[i] = -1; }
-    m->bucket_token = (int*)malloc_check(BT * sizeof(int), "token buckets");
-    m->bucket_start = (int*)malloc_check((BT + 1) * sizeof(int), "token buckets");
-    m->bucket_pos = (int*)malloc_check(BT * sizeof(int), "token buckets");
+    m->bucket_token = (int*)pinned_malloc_check(BT * sizeof(int), "token buckets");
+    m->bucket_start = (int*)pinned_malloc_check((BT + 1) * sizeof(int), "token buckets");
+    m->bucket_pos = (int*)pinned_malloc_check(BT * sizeof(int), "token buckets");
     m->bucket_count = (int*)malloc_check(BT * sizeof(int), "token buckets");
     m->d_buckets = (int*)cuda_malloc_check((3 * BT + 1) * sizeof(int), "token buckets");
-    m->d_norm_partials = (float*)cuda_malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
-    m->host_norm_partials = (float*)malloc_check(NORM_BLOCKS * sizeof(float), "norm partials");
+    m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
+    m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
     // the widest column sum: the MLP's up-projection bias, 4C columns
     if (4 * (size_t)cfg->channels > column_partials_cols) {
@@ -1539,14 +1563,19 @@ static void gpt2_free(GPT2* m) {
                       m->v_memory,      m->acts_x_memory,   m->acts_f_memory,    m->scratch_x_memory,
                       m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_buckets,
                       m->d_norm_partials};
-    void* host[] = {m->host_params,  m->inputs,       m->targets,    m->host_losses,  m->bucket_of_token,
-                    m->bucket_token, m->bucket_start, m->bucket_pos, m->bucket_count, m->host_norm_partials};
+    void* pinned[] = {m->inputs,       m->targets,    m->host_losses, m->bucket_token,
+                      m->bucket_start, m->bucket_pos, m->host_norm_partials};
+    void* host[] = {m->host_params, m->bucket_of_token, m->bucket_count};
+    if (m->inputs) { cudaCheck(cudaEventDestroy(m->tokens_copied)); }  // made by gpt2_allocate
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
+    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
 }
 
 // groups the positions of the current inputs by token (a counting sort in order of first
-// appearance) and uploads the groups for wte_backward_kernel
+// appearance) and uploads the groups for wte_backward_kernel (from pinned memory, without waiting:
+// gpt2_forward reads the loss back after this, which waits for the upload too, before these
+// host arrays are written again)
 static void gpt2_prepare_buckets(GPT2* m, int BT) {
     int nb = 0;
     for (int i = 0; i < BT; i++) {
@@ -1568,9 +1597,9 @@ static void gpt2_prepare_buckets(GPT2* m, int BT) {
     for (int k = 0; k < nb; k++) { m->bucket_of_token[m->bucket_token[k]] = -1; }
     m->num_buckets = nb;
     int* d = m->d_buckets;
-    cudaCheck(cudaMemcpy(d, m->bucket_token, nb * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d + BT, m->bucket_start, (nb + 1) * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d + 2 * BT + 1, m->bucket_pos, BT * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(d, m->bucket_token, nb * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaMemcpyAsync(d + BT, m->bucket_start, (nb + 1) * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaMemcpyAsync(d + 2 * BT + 1, m->bucket_pos, BT * sizeof(int), cudaMemcpyHostToDevice, 0));
 }
 
 // the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
@@ -1651,13 +1680,21 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     check_tokens(inputs, targets, BT, V);
     m->cur_B = B;
     m->cur_T = T;
+    // The tokens go to the GPU from pinned host buffers with cudaMemcpyAsync on the default stream,
+    // where every kernel here runs: the host does not wait, and the kernels below queue behind the
+    // copies. The buffers may be rewritten only once those copies are done: a forward pass with
+    // targets waits for its loss at the end (which queues behind them), one without does not, so
+    // the next forward pass waits for them here (sampling; never in a training step).
+    if (m->tokens_in_flight) { cudaCheck(cudaEventSynchronize(m->tokens_copied)); }
     memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
-    cudaCheck(cudaMemcpy(m->d_inputs, inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
     m->has_targets = targets != NULL;
     if (targets) {
         memcpy(m->targets, targets, (size_t)BT * sizeof(int));
-        cudaCheck(cudaMemcpy(m->d_targets, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpyAsync(m->d_targets, m->targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
     }
+    cudaCheck(cudaEventRecord(m->tokens_copied, 0));
+    m->tokens_in_flight = 1;
 
     ParameterTensorsX* p = &m->params_x;
     ActivationsX* a = &m->ax;
@@ -1723,7 +1760,9 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         // the embedding gradient's grouping by token: host work, done while the GPU runs the forward
         // pass just enqueued (kernel launches return at once); its upload queues behind them
         gpt2_prepare_buckets(m, BT);
+        // the one wait of a forward pass in training: for the losses, after every copy and kernel above
         cudaCheck(cudaMemcpy(m->host_losses, f->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
+        m->tokens_in_flight = 0;
         double sum = 0.0;
         for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
         m->mean_loss = (float)(sum / BT);
@@ -1854,13 +1893,16 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the sum of squares of gradients [lo, hi) (fixed grid, host sums the partials in order: deterministic)
+// the sum of squares of gradients [lo, hi) (a grid fixed by hi - lo, the partials summed in order
+// on the host: deterministic). The host waits here for the partials: the loop needs the norm for
+// clipping and for its finite check.
 static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
-    sumsq_kernel<<<NORM_BLOCKS, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
+    int blocks = norm_blocks(hi - lo);
+    sumsq_kernel<<<blocks, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
     cudaCheckLaunch();
-    cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, NORM_BLOCKS * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, blocks * sizeof(float), cudaMemcpyDeviceToHost));
     double total = 0.0;
-    for (int i = 0; i < NORM_BLOCKS; i++) { total += m->host_norm_partials[i]; }
+    for (int i = 0; i < blocks; i++) { total += m->host_norm_partials[i]; }
     return total;
 }
 
@@ -1996,10 +2038,11 @@ static void gpu_sync(void* self) {
 }
 
 int main(int argc, char** argv) {
-    // What needs no GPU comes first: -h, the flags, the output folder, the data, the model on the
-    // host (checkpoint or fresh) and the flags checked against it. So each of those errors reads the
-    // same on a machine without a GPU (tests/test_train_cu_cli.sh). The state file of a resume is
-    // read later, in the loop.
+    // What needs no GPU comes first: -h, the flags, the output folder (read, not yet created), the
+    // data, the model on the host (checkpoint or fresh) and the flags checked against it. So each
+    // of those errors reads the same on a machine without a GPU (tests/test_train_cu_cli.sh). The
+    // loop creates and locks the output folder once the GPU and its memory are ready: a run that
+    // cannot start leaves nothing behind. The state file of a resume is read in the loop too.
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;

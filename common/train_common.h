@@ -70,6 +70,31 @@ static inline int nan_injected_at(int step) {
 // ----------------------------------------------------------------------------
 // the output folder (-o)
 
+// the pid of the process that holds the lock of the open lock file fd, or 0
+static inline int lock_holder(int fd) {
+    struct flock holder;
+    memset(&holder, 0, sizeof(holder));
+    holder.l_type = F_WRLCK;
+    holder.l_whence = SEEK_SET;
+    return fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK ? (int)holder.l_pid : 0;
+}
+
+static inline void output_dir_in_use(const char* dir, int pid) {
+    fatal("output folder %s is in use by another run (pid %d); wait for it to end or choose another -o", dir, pid);
+}
+
+// refuses a folder whose lock another run holds, creating nothing. Only before output_dir_lock:
+// closing a descriptor of the lock file would drop this process's own lock.
+static inline void output_dir_check_unlocked(const char* dir) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/.lock", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { return; }
+    int pid = lock_holder(fd);
+    close(fd);
+    if (pid != 0) { output_dir_in_use(dir, pid); }
+}
+
 // Only one run at a time may use an output folder: two would interleave main.log and overwrite each
 // other's checkpoints. The run holds a POSIX record lock (fcntl) on <dir>/.lock for as long as it
 // lives; the kernel drops the lock when the process ends, however it ends, so a killed run leaves
@@ -91,11 +116,8 @@ static inline void output_dir_lock(const char* dir) {
             close(fd);
             return;
         }
-        struct flock holder = lock;
-        if (fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK) {
-            fatal("output folder %s is in use by another run (pid %d); wait for it to end or choose another -o", dir,
-                  (int)holder.l_pid);
-        }
+        int pid = lock_holder(fd);
+        if (pid != 0) { output_dir_in_use(dir, pid); }
         fatal("output folder %s was in use by another run a moment ago; try again", dir);
     }
     char pid[32];
@@ -129,7 +151,8 @@ static inline void output_dir_remove_tmp(const char* dir) {
     closedir(d);
 }
 
-// does `dir` hold any file of a run: main.log, or a model_ or state_ file?
+// does `dir` hold any file of a run: main.log, or a model_ or state_ file (not the temporary file of
+// an interrupted write, which the run removes when it starts)?
 static inline int output_dir_has_run_files(const char* dir) {
     char log_path[1100];
     snprintf(log_path, sizeof(log_path), "%s/main.log", dir);
@@ -139,24 +162,25 @@ static inline int output_dir_has_run_files(const char* dir) {
     int found = 0;
     struct dirent* e;
     while (!found && (e = readdir(d)) != NULL) {
-        found = strncmp(e->d_name, "model_", 6) == 0 || strncmp(e->d_name, "state_", 6) == 0;
+        found = (strncmp(e->d_name, "model_", 6) == 0 || strncmp(e->d_name, "state_", 6) == 0) &&
+                !is_checkpoint_tmp_name(e->d_name);
     }
     closedir(d);
     return found;
 }
 
-// Start-up checks of the output folder (-o). Creates the folder (and its parents), locks it for
-// this run (output_dir_lock), removes the temporary files of interrupted writes, and returns the
+// Start-up checks of the output folder (-o), which create and change nothing (a run that fails
+// to start leaves no folder or lock behind; output_dir_claim makes them once the run can start).
+// The path must be, or be able to become, a writable folder, not locked by another run. Returns the
 // step of the newest complete checkpoint to resume from with -y 1 (-1: start fresh). Refused:
 // without -y 1 a folder that already holds a run; with -y 1 a folder that holds a log or
 // model/state files but no complete pair (a resume would silently start from zero and append to
 // the old log).
-static inline int output_dir_prepare(const TrainArgs* a) {
+static inline int output_dir_inspect(const TrainArgs* a) {
     int resume_step = -1;
     if (a->output_dir[0] != '\0') {
-        ensure_writable_dir(a->output_dir);
-        output_dir_lock(a->output_dir);
-        output_dir_remove_tmp(a->output_dir);
+        writable_dir_check(a->output_dir, 0);
+        output_dir_check_unlocked(a->output_dir);
         int latest = latest_checkpoint(a->output_dir);
         int has_files = latest >= 0 || output_dir_has_run_files(a->output_dir);
         if (a->resume && latest >= 0) {
@@ -171,6 +195,22 @@ static inline int output_dir_prepare(const TrainArgs* a) {
         }
     }
     return resume_step;
+}
+
+// The run starts: creates the output folder (and its parents), locks it for this run
+// (output_dir_lock) and removes the temporary files of interrupted writes. What output_dir_inspect
+// found must still hold (another run may have written there in between): the same checkpoint to
+// resume from, or no run at all.
+static inline void output_dir_claim(const TrainArgs* a, int resume_step) {
+    if (a->output_dir[0] == '\0') { return; }
+    ensure_writable_dir(a->output_dir);
+    output_dir_lock(a->output_dir);
+    output_dir_remove_tmp(a->output_dir);
+    if (latest_checkpoint(a->output_dir) != resume_step ||
+        (resume_step < 0 && output_dir_has_run_files(a->output_dir))) {
+        fatal("output folder %s changed while this run was starting (another run wrote to it); start again",
+              a->output_dir);
+    }
 }
 
 // a NaN or Inf loss or gradient norm at `step` (0-based): the update is skipped (the weights stay

@@ -11,7 +11,7 @@ through the small table of functions below, which each trainer fills with its ow
 A trainer's main() reads, in order:
 
     TrainRun run;
-    train_run_setup(&run, argc, argv);      // flags, output folder, data; which model to build
+    train_run_setup(&run, argc, argv);      // flags, output folder (read only), data; which model to build
     GPT2 model;                             // the trainer's own model type
     if (run.resume_step >= 0 || !run.fresh) gpt2_build_from_checkpoint(&model, run.model_path);
     else                                    gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
@@ -19,7 +19,7 @@ A trainer's main() reads, in order:
     // (AdamW's moments: for parameters [run.opt_lo, run.opt_hi) only, the rank's shard with ZeRO-1)
     gpt2_allocate(&model, run.args.B, run.args.T);
     TrainerOps ops = { ... };               // the trainer's functions
-    train_run_loop(&run, &ops, &model);     // steps, evaluation, sampling, checkpoints
+    train_run_loop(&run, &ops, &model);     // claims the output folder; steps, evaluation, sampling, checkpoints
     train_run_free(&run);
     gpt2_free(&model);
 */
@@ -96,10 +96,11 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     args_parse(&r->args, argc, argv);
     (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
     r->have_output = r->args.output_dir[0] != '\0';
-    // the output folder (rank 0 holds its lock): resume from it, or refuse to overwrite an earlier
-    // run in it; the data folder: the default dataset (made by rank 0), the tokenizer, arithmetic
+    // the output folder, read only (train_run_loop creates and locks it, so a run that fails to
+    // start leaves nothing there): resume from it, or refuse to overwrite an earlier run in it; the
+    // data folder: the default dataset (made by rank 0), the tokenizer, arithmetic
     if (r->dist.rank == 0) {
-        r->resume_step = output_dir_prepare(&r->args);
+        r->resume_step = output_dir_inspect(&r->args);
         run_data_prepare(&r->data, &r->args);
     }
     dist_broadcast_int(&r->dist, &r->resume_step);  // the other ranks wait for rank 0 here
@@ -346,6 +347,8 @@ static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int eval
 static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
     const TrainArgs* a = &r->args;
     const GPT2Config* cfg = r->config;
+    // the run starts: rank 0 creates the output folder and holds its lock from here on
+    if (r->dist.rank == 0) { output_dir_claim(a, r->resume_step); }
     // arithmetic data: exact-match accuracy on held-out problems at every validation
     ArithEval arith_eval;
     int have_arith = run_arith_eval_init(&arith_eval, &r->data, a, cfg);
@@ -375,12 +378,16 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     double step_flops = train_flops_per_token(r) * (double)a->total_batch;
     int evaluates = r->have_val || have_arith;
     RunEstimate estimate = {st.step, 0, 0.0, -1.0};
+    // the device may hold queued work no step has waited for (the model's upload, an evaluation):
+    // the next step's clock starts only once it is done
+    int queued = 1;
 
     for (int step = st.step; step <= a->max_steps; step++) {
         int last = step == a->max_steps;
         // at the step we resumed from, evaluation, sampling and the checkpoint already happened
         if (step != r->resume_step) {
             if (evaluates && (step % a->val_every == 0 || last)) {
+                queued = 1;
                 double eval_start = now_seconds();
                 float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
                                                               &r->dist) : 0.0f;
@@ -390,9 +397,11 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             }
             if (r->dist.rank == 0 && a->sample_every > 0 && a->gen_tokens > 0 &&
                 ((step > 0 && step % a->sample_every == 0) || last)) {
+                queued = 1;
                 train_sample_text(ops, model, cfg, &r->data.tokenizer, a->T, a->gen_tokens, &st.sample_rng);
             }
             if (r->have_output && step > 0 && (last || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0))) {
+                queued = 1;
                 st.step = step;
                 st.shard_index = r->train_loader.shard_index;
                 st.shard_offset = r->train_loader.shard_offset;
@@ -402,8 +411,9 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         if (last) { break; }
 
         // one optimizer step: grad_accum micro-batches (on every rank), the gradients summed over
-        // the ranks, then clip and AdamW
-        if (ops->sync) { ops->sync(model); }
+        // the ranks, then clip and AdamW. The device waits (ops->sync) are those of the clock: one
+        // where the step ends, and one before it starts only when something else ran in between.
+        if (ops->sync && queued) { ops->sync(model); }
         double t0 = now_seconds();
         ops->zero_grad(model);
         double loss = 0.0;
@@ -422,6 +432,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             st.updates++;
             train_update(r, ops, model, lr, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
             if (ops->sync) { ops->sync(model); }
+            queued = 0;
             double ms = (now_seconds() - t0) * 1000.0;
             double tok_s = a->total_batch / (ms / 1000.0);
             char mfu_line[64] = "", mfu_log[64] = "";

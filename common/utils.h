@@ -172,8 +172,10 @@ static inline void atomic_commit(AtomicFile* af) {
 // ----------------------------------------------------------------------------
 // directories
 
-// creates the folder and any missing parents (as mkdir -p), and checks that we can write into it
-static inline void ensure_writable_dir(const char* dir) {
+// Checks that `dir` is, or can become, a folder we can write into: each part of the path that
+// exists must be a folder. create 1: makes the missing ones (as mkdir -p); create 0: creates
+// nothing, and the deepest part that exists must be writable where the rest is missing.
+static inline void writable_dir_check(const char* dir, int create) {
     char path[1024];
     if (strlen(dir) >= sizeof(path)) { fatal("output folder path too long: %s", dir); }
     strcpy(path, dir);
@@ -183,6 +185,12 @@ static inline void ensure_writable_dir(const char* dir) {
         *p = '\0';
         struct stat st;
         if (stat(path, &st) != 0) {
+            if (!create) {  // missing from here on: its parent must take a new folder
+                char* slash = strrchr(path, '/');
+                if (slash == path) { slash[1] = '\0'; } else if (slash) { *slash = '\0'; } else { strcpy(path, "."); }
+                if (access(path, W_OK | X_OK) != 0) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
+                return;
+            }
             if (mkdir(path, 0755) != 0 && errno != EEXIST) { fatal("cannot create output folder %s: %s", dir, strerror(errno)); }
         } else if (!S_ISDIR(st.st_mode)) {
             if (c == '\0') { fatal("output folder %s exists and is not a folder", dir); }
@@ -193,5 +201,8 @@ static inline void ensure_writable_dir(const char* dir) {
     }
     if (access(dir, W_OK) != 0) { fatal("output folder %s is not writable", dir); }
 }
+
+// creates the folder and any missing parents (as mkdir -p), and checks that we can write into it
+static inline void ensure_writable_dir(const char* dir) { writable_dir_check(dir, 1); }
 
 #endif // COMMON_UTILS_H

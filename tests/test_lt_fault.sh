@@ -2,9 +2,12 @@
 # tests/test_lt_fault.sh: the CUDA trainer goes on when a cuBLASLt algorithm the heuristic offered
 # fails at run time. Runs tests/bin/test_gpt2cu_fp32_ltfault (test_gpt2.cu through the CPU execution
 # layer, with tests/lt_fault.cpp in front of cuBLASLt) twice:
-#   LT_FAULT=gelu   every fused GELU epilogue fails: the GELU kernels must run instead;
-#   LT_FAULT=first  the first of two offered algorithms fails: the second must run.
-# Each must pass every check of test_gpt2cu and print its one note; and each matmul shape must ask
+#   LT_FAULT=gelu   every fused GELU epilogue fails (CUBLAS_STATUS_NOT_SUPPORTED): the GELU kernels
+#                   must run instead;
+#   LT_FAULT=first  the first of two offered algorithms fails (CUBLAS_STATUS_EXECUTION_FAILED): the
+#                   second must run.
+# Each must pass every check of test_gpt2cu and print its one note, which names the status in
+# words (cublasGetStatusString); and each matmul shape must ask
 # the heuristic once (the plan cache of train_gpt2.cu): fewer queries than half the calls.
 # (make test-lt-fault)
 set -u
@@ -14,7 +17,8 @@ BIN=${BIN:-tests/bin/test_gpt2cu_fp32_ltfault}
 log=$(mktemp /tmp/test_lt_fault.XXXXXX)
 trap 'rm -f "$log"' EXIT
 failed=0
-for spec in "gelu:the GELU kernels run instead" "first:another algorithm ran instead"; do
+for spec in "gelu:(the functionality requested is not supported); the GELU kernels run instead" \
+    "first:(the GPU program failed to execute); another algorithm ran instead"; do
     mode=${spec%%:*} want=${spec#*:}
     LT_FAULT=$mode "$BIN" > "$log" 2>&1
     rc=$?

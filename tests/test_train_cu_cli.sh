@@ -9,8 +9,10 @@
 #   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared);
 #   - every flag error of tests/cli_flags.sh, a bad checkpoint and a token out of the vocabulary end
 #     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2;
-#   - a run with good input: without a GPU, one "error: no CUDA device ..." line, exit 1, and no run
-#     files in its output folder; where a device exists, it trains 2 steps and writes its checkpoint.
+#   - a run that fails to start (a missing checkpoint; without a GPU, good input too) creates no
+#     output folder: -o is created and locked only once the run can start (train_gpt2 likewise);
+#   - a run with good input: without a GPU, one "error: no CUDA device ..." line, exit 1, and no
+#     output folder; where a device exists, it trains 2 steps and writes its checkpoint.
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2cu}
@@ -42,15 +44,18 @@ source tests/cli_flags.sh
 cp "$MODEL" "$W/magic.bin"
 put_int "$W/magic.bin" 0 12345
 expect_error "checkpoint wrong magic" "not a model checkpoint (bad magic 12345)" "$TRAIN" -e "$W/magic.bin" "${T[@]}"
-expect_error "checkpoint missing" "cannot open $W/none.bin" "$TRAIN" -e "$W/none.bin" "${T[@]}"
+expect_error "checkpoint missing" "cannot open $W/none.bin" "$TRAIN" -e "$W/none.bin" "${T[@]}" -o "$W/failed/cu"
+check "checkpoint missing: no output folder created" test ! -e "$W/failed"
+expect_error "train_gpt2, checkpoint missing" "cannot open $W/none.bin" "$CPU" -e "$W/none.bin" "${T[@]}" -o "$W/failed/cpu"
+check "train_gpt2, checkpoint missing: no output folder created" test ! -e "$W/failed"
 "$MKSHARD" "$W/data/oov.bin" 100 300 4
 expect_error "data: token id out of the model's vocabulary" "outside the vocabulary of 200 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/oov.bin"
 
-# good input: without a GPU the one error says so, and the output folder holds no run files
+# good input: without a GPU the one error says so, and there is no output folder (nor its lock)
 run good "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/good"
 if grep -q "^error: no CUDA device" "$W/good.err"; then
     expect_error "good input without a GPU" "no CUDA device" "$TRAIN" -e "$MODEL" "${T[@]}" -o "$W/nogpu"
-    check "good input without a GPU: no run files written" test -z "$(ls "$W/nogpu")"
+    check "good input without a GPU: no output folder created" test ! -e "$W/nogpu"
 else
     check "good input: 2 steps (exit status $rc)" test "$rc" -eq 0
     check "good input: the step-2 checkpoint" test -f "$W/good/model_00000002.bin"

@@ -13,6 +13,7 @@ algorithms, their rounding (tensor cores, split-k) and their speed are not model
 The heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED, no algorithm) a GELU epilogue whose auxiliary
 leading dimension is not a multiple of 8, the alignment cuBLASLt documents for it.
 */
+#define CUDACPU_RUNTIME 1  // the runtime functions themselves: no call-site macros
 #include "cudacpu.h"
 
 #include <cublasLt.h>
@@ -406,13 +407,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
 
 const char* cublasLtGetStatusString(cublasStatus_t status) { return cublasGetStatusString(status); }
 
+// every status of cublas_api.h, in its order
 const char* cublasGetStatusString(cublasStatus_t status) {
     switch (status) {
         case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+        case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+        case CUBLAS_STATUS_ALLOC_FAILED: return "a resource allocation failed";
         case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed to the function";
+        case CUBLAS_STATUS_ARCH_MISMATCH: return "the device lacks a feature the function needs";
+        case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory failed";
+        case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+        case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
         case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-        default: return "cuBLAS status not modelled by cudacpu";
+        case CUBLAS_STATUS_LICENSE_ERROR: return "the functionality requested needs a license";
     }
+    return "unknown cuBLAS status";
 }
 
 // cuBLAS: the one call dev/cuda uses, on the same GEMM

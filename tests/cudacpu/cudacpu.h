@@ -185,4 +185,23 @@ inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : 
 
 #include "wmma.h"
 
+// ---------------------------------------------------------------------------------------------
+// the call site of every runtime call that can make the host wait for the GPU, for the layer's
+// count of them (runtime.cpp, CUDACPU_BLOCKING_LOG). runtime.cpp and cublaslt.cpp define these
+// functions and define CUDACPU_RUNTIME first.
+
+namespace cudacpu {
+void call_site(const char* file, int line, const char* func);
+}
+#ifndef CUDACPU_RUNTIME
+#define CUDACPU_AT(call) (cudacpu::call_site(__FILE__, __LINE__, __func__), call)
+#define cudaMemcpy(...) CUDACPU_AT(cudaMemcpy(__VA_ARGS__))
+#define cudaMemcpyAsync(...) CUDACPU_AT(cudaMemcpyAsync(__VA_ARGS__))
+#define cudaDeviceSynchronize(...) CUDACPU_AT(cudaDeviceSynchronize(__VA_ARGS__))
+#define cudaStreamSynchronize(...) CUDACPU_AT(cudaStreamSynchronize(__VA_ARGS__))
+#define cudaEventSynchronize(...) CUDACPU_AT(cudaEventSynchronize(__VA_ARGS__))
+#define cudaFree(...) CUDACPU_AT(cudaFree(__VA_ARGS__))
+#define cudaFreeHost(...) CUDACPU_AT(cudaFreeHost(__VA_ARGS__))
+#endif
+
 #endif  // CUDACPU_H

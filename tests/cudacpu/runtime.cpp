@@ -4,6 +4,7 @@ and their scheduler, the CUDA runtime functions our sources call, and a cuBLASLt
 computed by a plain GEMM. Anything outside that subset stops the program with a message that
 names it ("cudacpu: ... not modelled"), never a silent guess.
 */
+#define CUDACPU_RUNTIME 1  // the runtime functions themselves: no call-site macros
 #include "cudacpu.h"
 
 #include <cublasLt.h>
@@ -15,6 +16,7 @@ names it ("cudacpu: ... not modelled"), never a silent guess.
 #include <time.h>
 #include <unistd.h>
 #include <map>
+#include <string>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -655,14 +657,16 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
 
 static std::map<uintptr_t, size_t> allocations;
 
-// the allocation holding [p, p + bytes), or fail naming `what`
-static bool in_device_memory(const void* p, size_t bytes) {
+// whether one allocation of `table` (start -> bytes) holds all of [p, p + bytes)
+static bool in_one_allocation(const std::map<uintptr_t, size_t>& table, const void* p, size_t bytes) {
     uintptr_t a = (uintptr_t)p;
-    auto it = allocations.upper_bound(a);
-    if (it == allocations.begin()) { return false; }
+    auto it = table.upper_bound(a);
+    if (it == table.begin()) { return false; }
     --it;
     return a >= it->first && a + bytes <= it->first + it->second;
 }
+
+static bool in_device_memory(const void* p, size_t bytes) { return in_one_allocation(allocations, p, bytes); }
 
 void check_device_range(const void* p, size_t bytes, const char* what) {
     if (!in_device_memory(p, bytes)) {
@@ -671,37 +675,156 @@ void check_device_range(const void* p, size_t bytes, const char* what) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// host memory: pinned (cudaMallocHost, cudaHostAlloc) or pageable (everything else)
+
+static std::map<uintptr_t, size_t> pinned_allocations;
+
+static bool in_pinned_memory(const void* p, size_t bytes) { return in_one_allocation(pinned_allocations, p, bytes); }
+
+// ---------------------------------------------------------------------------------------------
+// calls that make the host wait for the GPU. On a GPU (cuda_runtime_api.h, "API synchronization
+// behavior"): cudaMemcpy unless device to device, cudaMemcpyAsync with pageable host memory on
+// either side (or host to host), cudaDeviceSynchronize, cudaStreamSynchronize,
+// cudaEventSynchronize, and cudaFree / cudaFreeHost (which may synchronize). Every launch and copy
+// runs at once here, so nothing waits; the layer counts these calls per call site (cudacpu.h
+// records the site) and, with CUDACPU_BLOCKING_LOG=FILE, writes the counts at exit, one line per
+// site: "COUNT CALL FUNCTION FILE:LINE".
+//
+// Asynchronous copies are modelled where they can go wrong: a cudaMemcpyAsync from pinned memory
+// to the device may read its source any time before the host next waits, so the source must not
+// change before then (checked at the next blocking call: "written before ... was waited for");
+// one from the device to pinned memory lands there only at the next blocking call, so a host
+// that reads it earlier reads the old bytes, as it may on a GPU. The model has one stream: any
+// blocking call completes every earlier copy.
+
+struct CallSite {
+    const char* file;
+    int line;
+    const char* func;
+};
+static thread_local CallSite next_site = {NULL, 0, NULL};
+
+void call_site(const char* file, int line, const char* func) { next_site = {file, line, func}; }
+
+// the site cudacpu.h recorded for the call being made (then forgotten)
+static CallSite take_site() {
+    CallSite s = next_site;
+    next_site = {NULL, 0, NULL};
+    return s;
+}
+
+struct PendingUpload {
+    const void* src;
+    size_t bytes;
+    uint64_t hash;
+    CallSite site;
+};
+struct PendingDownload {
+    void* dst;
+    std::vector<unsigned char> bytes;
+};
+static std::vector<PendingUpload> pending_uploads;
+static std::vector<PendingDownload> pending_downloads;
+
+static uint64_t hash_bytes(const void* p, size_t n) {  // FNV-1a
+    const unsigned char* b = (const unsigned char*)p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) { h = (h ^ b[i]) * 0x100000001b3ull; }
+    return h;
+}
+
+static std::map<std::string, long> blocking_counts;  // "CALL FUNCTION FILE:LINE" -> calls
+
+static void write_blocking_log() {
+    const char* path = getenv("CUDACPU_BLOCKING_LOG");
+    if (!path || !path[0]) { return; }
+    FILE* f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cudacpu: cannot write CUDACPU_BLOCKING_LOG %s\n", path);
+        return;
+    }
+    for (const auto& kv : blocking_counts) { fprintf(f, "%ld %s\n", kv.second, kv.first.c_str()); }
+    fclose(f);
+}
+
+// registered after blocking_counts is constructed, so it runs before that is destroyed
+static struct BlockingLogAtExit {
+    BlockingLogAtExit() { atexit(write_blocking_log); }
+} blocking_log_at_exit;
+
+// the host waits at `call` (made at `site`): every earlier copy has completed
+static void host_waits(const char* call, const CallSite& site) {
+    for (const PendingUpload& u : pending_uploads) {
+        if (hash_bytes(u.src, u.bytes) != u.hash) {
+            fail("pinned host memory at %p (%zu bytes) was written before the cudaMemcpyAsync from it at %s:%d (in %s) "
+                 "was waited for (%s at %s:%d): on a GPU the copy may read the new bytes",
+                 u.src, u.bytes, u.site.file ? u.site.file : "?", u.site.line, u.site.func ? u.site.func : "?", call,
+                 site.file ? site.file : "?", site.line);
+        }
+    }
+    pending_uploads.clear();
+    for (const PendingDownload& d : pending_downloads) { memcpy(d.dst, d.bytes.data(), d.bytes.size()); }
+    pending_downloads.clear();
+    char key[512];
+    snprintf(key, sizeof(key), "%s %s %s:%d", call, site.func ? site.func : "?", site.file ? site.file : "?", site.line);
+    blocking_counts[key]++;
+}
+
 }  // namespace cudacpu
 
 using namespace cudacpu;
 
 extern "C" {
 
-cudaError_t cudaMalloc(void** p, size_t bytes) {
+// cudaMalloc and cudaHostAlloc: a new allocation of `table`, 256-byte aligned, filled with 0xff
+static cudaError_t allocate(std::map<uintptr_t, size_t>& table, void** p, size_t bytes) {
     if (!p) { return cudaErrorInvalidValue; }
     size_t n = bytes > 0 ? bytes : 1;
     void* mem = NULL;
     if (posix_memalign(&mem, 256, n) != 0) { return cudaErrorMemoryAllocation; }
     memset(mem, 0xff, n);
-    allocations[(uintptr_t)mem] = n;
+    table[(uintptr_t)mem] = n;
     *p = mem;
     return cudaSuccess;
 }
 
-cudaError_t cudaFree(void* p) {
+cudaError_t cudaMalloc(void** p, size_t bytes) { return allocate(allocations, p, bytes); }
+
+// cudaFree and cudaFreeHost: p must be an allocation of `table` (or NULL: nothing happens)
+static cudaError_t release(std::map<uintptr_t, size_t>& table, void* p, const char* call, const char* what) {
+    CallSite site = take_site();
     if (!p) { return cudaSuccess; }
-    auto it = allocations.find((uintptr_t)p);
-    if (it == allocations.end()) {
-        fprintf(stderr, "cudacpu: cudaFree(%p): not a device allocation (or freed twice)\n", p);
+    host_waits(call, site);
+    auto it = table.find((uintptr_t)p);
+    if (it == table.end()) {
+        fprintf(stderr, "cudacpu: %s(%p): not a %s (or freed twice)\n", call, p, what);
         return cudaErrorInvalidValue;
     }
-    allocations.erase(it);
+    table.erase(it);
     free(p);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    if (bytes == 0) { return cudaSuccess; }
+cudaError_t cudaFree(void* p) { return release(allocations, p, "cudaFree", "device allocation"); }
+
+// pinned host memory: ordinary host memory the layer remembers, filled with 0xff bytes like
+// device memory (cudaHostAllocMapped, a device view of it, is not modelled)
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
+    if (flags & cudaHostAllocMapped) { fail("cudaHostAlloc: cudaHostAllocMapped not modelled"); }
+    return allocate(pinned_allocations, p, bytes);
+}
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); }
+
+cudaError_t cudaFreeHost(void* p) { return release(pinned_allocations, p, "cudaFreeHost", "pinned host allocation"); }
+
+// the sides of a copy (checked against the allocations), for cudaMemcpy and cudaMemcpyAsync
+struct CopySides {
+    bool dst_dev, src_dev;
+};
+
+static CopySides copy_sides(const char* call, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (kind == cudaMemcpyDefault) {
@@ -710,19 +833,44 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     } else if (kind == cudaMemcpyHostToHost) {
         dst_dev = src_dev = false;
     } else if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice) {
-        fail("cudaMemcpy: kind %d not modelled", (int)kind);
+        fail("%s: kind %d not modelled", call, (int)kind);
     }
-    if (dst_dev) { check_device_range(dst, bytes, "cudaMemcpy destination"); }
-    if (src_dev) { check_device_range(src, bytes, "cudaMemcpy source"); }
-    if (!dst_dev && in_device_memory(dst, 1)) { fail("cudaMemcpy: the host destination %p is device memory", dst); }
-    if (!src_dev && in_device_memory(src, 1)) { fail("cudaMemcpy: the host source %p is device memory", src); }
+    char what[64];
+    if (dst_dev) { snprintf(what, sizeof(what), "%s destination", call); check_device_range(dst, bytes, what); }
+    if (src_dev) { snprintf(what, sizeof(what), "%s source", call); check_device_range(src, bytes, what); }
+    if (!dst_dev && in_device_memory(dst, 1)) { fail("%s: the host destination %p is device memory", call, dst); }
+    if (!src_dev && in_device_memory(src, 1)) { fail("%s: the host source %p is device memory", call, src); }
+    return CopySides{dst_dev, src_dev};
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    CallSite site = take_site();
+    if (bytes == 0) { return cudaSuccess; }
+    CopySides s = copy_sides("cudaMemcpy", dst, src, bytes, kind);
+    if (!(s.dst_dev && s.src_dev)) { host_waits("cudaMemcpy", site); }  // device to device: no wait
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     (void)stream;
-    return cudaMemcpy(dst, src, bytes, kind);
+    CallSite site = take_site();
+    if (bytes == 0) { return cudaSuccess; }
+    CopySides s = copy_sides("cudaMemcpyAsync", dst, src, bytes, kind);
+    bool pageable = (!s.dst_dev && !in_pinned_memory(dst, bytes)) || (!s.src_dev && !in_pinned_memory(src, bytes));
+    if (pageable || (!s.dst_dev && !s.src_dev)) {
+        host_waits(pageable ? "cudaMemcpyAsync(pageable)" : "cudaMemcpyAsync(host to host)", site);
+        memmove(dst, src, bytes);
+    } else if (s.dst_dev && !s.src_dev) {  // pinned -> device: the source must hold still until the host waits
+        pending_uploads.push_back(PendingUpload{src, bytes, hash_bytes(src, bytes), site});
+        memmove(dst, src, bytes);
+    } else if (!s.dst_dev) {  // device -> pinned: lands when the host waits
+        const unsigned char* b = (const unsigned char*)src;
+        pending_downloads.push_back(PendingDownload{dst, std::vector<unsigned char>(b, b + bytes)});
+    } else {
+        memmove(dst, src, bytes);
+    }
+    return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
@@ -737,8 +885,16 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
     return cudaMemset(p, value, bytes);
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { (void)stream; return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    host_waits("cudaDeviceSynchronize", take_site());
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    (void)stream;
+    host_waits("cudaStreamSynchronize", take_site());
+    return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
@@ -829,8 +985,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
     ((CpuEvent*)e)->t = now_ms();
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+    (void)flags;
+    return cudaEventCreate(e);
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     (void)e;
+    host_waits("cudaEventSynchronize", take_site());
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

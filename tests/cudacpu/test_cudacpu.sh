@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_cudacpu.sh: the CUDA sources executed on the CPU through the execution layer
-# (tests/cudacpu/README.md): the layer's WMMA and misuse checks, test_gpt2.cu (the CUDA trainer's
+# (tests/cudacpu/README.md): the layer's WMMA and misuse checks, the host's waits in a training
+# step of train_gpt2.cu (tests/cudacpu/test_blocking.sh), test_gpt2.cu (the CUDA trainer's
 # parity test) in FP32 and BF16 under several thread schedules, on the stored dumps and on the
 # `odd` shape the CPU trainer writes, and the planted bugs the test must catch.
 # make test-cudacpu builds what this needs (tests/bin/*_cpu, ./test_gpt2) and runs it.
@@ -37,6 +38,9 @@ fi
 
 # barrier, shuffle, WMMA and memory misuse the layer must report
 bash tests/cudacpu/test_misuse.sh || failed=1
+
+# where the trainer's host waits for the GPU in a training step: the losses, the norm, the clock
+bash tests/cudacpu/test_blocking.sh || failed=1
 
 # FP32 (every mode, both GELU paths, the new kernels off and on, within one run): threads of a block in reverse order, then a
 # seeded shuffle (a missing barrier shows under one or the other)

@@ -2,8 +2,8 @@
 tests/cudacpu/test_misuse.cu: kernels and calls that are wrong on purpose, one per case, for the
 CPU execution layer to catch (tests/cudacpu/test_misuse.sh runs each case and checks the layer's
 message). Usage: test_misuse CASE. Most cases must end with "cudacpu: error: ..." (exit 70); the
-last ones check what a misuse returns. On a GPU several of these would hang or read garbage:
-this program is for the layer only.
+last ones check what a misuse returns, or what an asynchronous copy does. On a GPU several of
+these would hang or read garbage: this program is for the layer only.
 */
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +104,14 @@ int main(int argc, char** argv) {
         cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 32, 32, 32);
         float one = 1.0f, zero = 0.0f;
         cublasLtMatmul(h, desc, &one, d, la, d, lb, &zero, d, lb, d, lb, NULL, NULL, 0, 0);
+    } else if (strcmp(c, "pinned_written_early") == 0) {
+        // the host rewrites the source of an asynchronous copy before it waits for the copy
+        float* h = NULL;
+        check(cudaMallocHost((void**)&h, 256 * sizeof(float)), "cudaMallocHost");
+        for (int i = 0; i < 256; i++) { h[i] = (float)i; }
+        check(cudaMemcpyAsync(d, h, 256 * sizeof(float), cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync");
+        h[7] = -1.0f;
+        cudaStreamSynchronize(0);
     } else if (strcmp(c, "uninitialised_is_nan") == 0) {
         // never written device memory reads as NaN (returns 0 when it does)
         float* e = NULL;
@@ -119,6 +127,18 @@ int main(int argc, char** argv) {
         }
         printf("never written device memory reads as NaN\n");
         return 0;
+    } else if (strcmp(c, "download_lands_at_wait") == 0) {
+        // an asynchronous copy to pinned memory lands when the host waits, not before (returns 0 when so)
+        float* h = NULL;
+        check(cudaMallocHost((void**)&h, 256 * sizeof(float)), "cudaMallocHost");
+        for (int i = 0; i < 256; i++) { h[i] = (float)i; }
+        check(cudaMemcpy(d, h, 256 * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+        memset(h, 0, 256 * sizeof(float));
+        check(cudaMemcpyAsync(h, d, 256 * sizeof(float), cudaMemcpyDeviceToHost, 0), "cudaMemcpyAsync");
+        float before = h[7];
+        check(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+        printf("pinned destination before the wait %g, after %g\n", before, h[7]);
+        return before == 0.0f && h[7] == 7.0f ? 0 : 1;
     } else if (strcmp(c, "too_many_threads") == 0) {
         // a launch over the limits is an error the next cudaGetLastError returns (returns 0 when it does)
         copy_kernel<<<1, 2048>>>(d, d, 0);

@@ -30,7 +30,8 @@ expect wmma_misaligned "load_matrix_sync at tests/cudacpu/test_misuse.cu:56: poi
 expect threadidx_on_host "threadIdx used outside a running kernel"
 expect copy_past_allocation "cudaMemcpy source: 4100 bytes at .* are not inside one device allocation"
 expect matmul_past_allocation "cublasLtMatmul operand A (not transposed): 8064 bytes at .* are not inside one device allocation"
-for c in uninitialised_is_nan too_many_threads; do
+expect pinned_written_early "pinned host memory at .* (1024 bytes) was written before the cudaMemcpyAsync from it at tests/cudacpu/test_misuse.cu:[0-9]* (in main) was waited for (cudaStreamSynchronize at"
+for c in uninitialised_is_nan download_lands_at_wait too_many_threads; do
     if out=$("$bin" $c 2>&1); then
         passed=$((passed + 1))
     else
@@ -39,5 +40,5 @@ for c in uninitialised_is_nan too_many_threads; do
         failed=1
     fi
 done
-echo "test-misuse: $passed of 11 misuse cases caught as expected"
+echo "test-misuse: $passed of 13 misuse cases caught as expected"
 exit $failed
