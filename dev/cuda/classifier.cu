@@ -9,30 +9,37 @@ each of the B*T rows of bf16 logits (Vp = 50304 entries, of which the first V = 
 written IN PLACE over the logits (with write_grad; without it only the losses), so that the
 probabilities never exist as a tensor. Moves 2 * N * Vp * 2 bytes: pure bandwidth.
 
-version 1: train_gpt2.cu as it is: one block of 512 threads per row, scalar bf16 loads, an online
-           (max, sum) per thread that calls expf twice per element (the merge rescales the sum
-           even when the max does not change), then a second pass over the row for dlogits.
+version 1: train_gpt2.cu's classifier_kernel (the trainer's own code: trainer.h includes
+           train_gpt2.cu; TRAIN_GPT2CU_KERNELS without classifier): one block of 512 threads per
+           row, scalar bf16 loads, an online (max, sum) per thread that calls expf twice per
+           element (the merge rescales the sum even when the max does not change), then a second
+           pass over the row for dlogits.
 version 2: the same two passes with 128-bit loads (8 bf16) and a cheaper online softmax: per
            vector of 8, one max, at most one rescale of the running sum, then 8 expf.
 version 3: the row in registers: 1024 threads per row each load their (at most CLS3_VPT) vectors
            at once, take their local max and sum of exp from registers, merge once across the
            block, and write dlogits from the same registers: the row is read from memory once.
+version 4: the trainer's one-pass classifier_row_kernel (TRAIN_GPT2CU_KERNELS=classifier; its
+           own code, included), version 3 as ported: 1024 threads, the row in registers as
+           16-byte vectors, max then sum of exp from registers, one block-wide merge
+           (block_lse), dlogits from the registers. Versions 2 and 3 use the trainer's
+           softmax_merge, block_lse and classifier_grad too.
 
 Checked against a CPU reference from the formulas (train_gpt2.c's crossentropy_forward/backward,
 sums in double). Timing: with write_grad (the backward pass: read and write the row) and without
 (the forward pass: read the V real entries, write the losses).
 
 Build and run (needs a GPU; about 1.7 GB of GPU memory, 4 GB of host memory):
-    nvcc -O3 -arch=sm_90 classifier.cu -o classifier && ./classifier [version] [N=rows] [V=vocab] [Vp=padded]
+    nvcc -O3 -arch=sm_90 -I. dev/cuda/classifier.cu -o classifier -lcublasLt -lcublas
+    ./classifier [version] [N=rows] [V=vocab] [Vp=padded]
 Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
 a GPU yet, so no timing.
 */
-#include "common.h"
+#include "trainer.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define VOCAB 50257        // V (V=)
 #define VOCAB_PADDED 50304 // Vp, a multiple of 128 (Vp=)
-#define CLS1_THREADS 512
 #define CLS2_THREADS 512
 #define CLS3_THREADS 1024
 #define CLS3_VPT 7         // vectors of 8 per thread in version 3: rows up to 1024 * 7 * 8 = 57344
@@ -89,35 +96,8 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// the pieces every version uses: merging (max, sum of exp(v - max)) pairs, and the whole block's lse
-
-__device__ __forceinline__ void softmax_merge(float* m, float* s, float m2, float s2) {
-    float mn = fmaxf(*m, m2);
-    if (mn == -INFINITY) { return; }  // both empty
-    *s = *s * expf(*m - mn) + s2 * expf(m2 - mn);
-    *m = mn;
-}
-
-// log sum exp over the block, given each thread's (max, sum); the same fixed order in every thread
-__device__ float block_lse(float m, float s) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
-        softmax_merge(&m, &s, m2, s2);
-    }
-    __shared__ float wm[32], ws[32];
-    if (lane == 0) { wm[warp] = m; ws[warp] = s; }
-    __syncthreads();
-    m = -INFINITY;
-    s = 0.0f;
-    for (int w = 0; w < nwarps; w++) { softmax_merge(&m, &s, wm[w], ws[w]); }
-    return m + logf(s);
-}
-
-__device__ __forceinline__ float dlogit(float v, int i, float lse, int V, int target, float dloss) {
-    float g = i < V ? expf(v - lse) * dloss : 0.0f;
-    return i == target ? g - dloss : g;
-}
+// versions 2 and 3 use the trainer's pieces: softmax_merge (merging (max, sum of exp(v - max))
+// pairs), block_lse (the whole block's log-sum-exp) and classifier_grad (one dlogit)
 
 // versions 2 and 3 view the row of their block as vectors of 8 (Vp % 8 == 0, rows 16-byte aligned)
 struct ClsRow {
@@ -139,25 +119,8 @@ __device__ __forceinline__ ClsRow cls_row(bf16* logits, const int* targets, int 
 
 // the dlogits of vector j, from its logits v (overwritten), packed for the store
 __device__ __forceinline__ int4 dlogits8(float* v, int j, float lse, int V, int target, float dloss) {
-    for (int e = 0; e < 8; e++) { v[e] = dlogit(v[e], 8 * j + e, lse, V, target, dloss); }
+    for (int e = 0; e < 8; e++) { v[e] = classifier_grad(v[e], 8 * j + e, lse, V, target, dloss); }
     return pack8(v);
-}
-
-// ----------------------------------------------------------------------------
-// version 1: train_gpt2.cu
-
-__global__ void classifier_v1(bf16* logits, float* losses, const int* targets, float dloss, int V, int Vp,
-                              int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x;
-    bf16* l = logits + (size_t)row * Vp;
-    int target = targets[row];
-    float target_logit = (float)l[target];  // before any thread may overwrite the row
-    float m = -INFINITY, s = 0.0f;
-    for (int i = tid; i < V; i += blockDim.x) { softmax_merge(&m, &s, (float)l[i], 1.0f); }
-    float lse = block_lse(m, s);
-    if (tid == 0) { losses[row] = lse - target_logit; }
-    if (!write_grad) { return; }
-    for (int i = tid; i < Vp; i += blockDim.x) { l[i] = (bf16)dlogit((float)l[i], i, lse, V, target, dloss); }
 }
 
 // ----------------------------------------------------------------------------
@@ -234,9 +197,12 @@ __global__ void __launch_bounds__(CLS3_THREADS)
 
 static void run_version(int version, bf16* logits, float* losses, const int* targets, float dloss, int N, int V,
                         int Vp, int write_grad) {
-    if (version == 1) {
-        classifier_v1<<<N, CLS1_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
-    } else if (version == 2) {
+    if (version == 1 || version == 4) {  // the trainer's classifier(), old kernel or one pass
+        use_new_kernels(version == 1 ? 0 : KERNEL_CLASSIFIER);
+        classifier(logits, losses, targets, dloss, N, V, Vp, write_grad);
+        return;
+    }
+    if (version == 2) {
         classifier_v2<<<N, CLS2_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
     } else {
         classifier_v3<<<N, CLS3_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
@@ -248,11 +214,16 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, V = VOCAB, Vp = VOCAB_PADDED;
     const SizeArg sizes[] = {{"N", &N}, {"V", &V}, {"Vp", &Vp}};
-    int only = parse_args(argc, argv, 3, sizes, 3);
+    int only = parse_args(argc, argv, 4, sizes, 3);
     if (V > Vp) { size_error(argv[0], "V must be at most Vp"); }
-    if (only != 1 && Vp % 8 != 0) { size_error(argv[0], "versions 2 and 3 need Vp a multiple of 8 (version 1 takes any Vp)"); }
+    if (only != 1 && Vp % 8 != 0) {
+        size_error(argv[0], "versions 2, 3 and 4 need Vp a multiple of 8 (version 1 takes any Vp)");
+    }
     if ((only == 0 || only == 3) && Vp / 8 > CLS3_THREADS * CLS3_VPT) {
         size_error(argv[0], "version 3 holds rows of at most 57344 entries (Vp)");
+    }
+    if ((only == 0 || only == 4) && Vp > CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X) {
+        size_error(argv[0], "version 4 holds rows of at most 57344 entries (Vp; the trainer takes version 1 beyond)");
     }
     const float dloss = 1.0f / N;  // the mean loss over the batch
     size_t n = (size_t)N * Vp;
@@ -279,7 +250,8 @@ int main(int argc, char** argv) {
     auto restore = [&] { cudaCheck(cudaMemcpy(d_logits, d_logits0, n * sizeof(bf16), cudaMemcpyDeviceToDevice)); };
     double bytes_grad = 2.0 * n * sizeof(bf16) + N * (sizeof(int) + sizeof(float));
     double bytes_loss = (double)N * V * sizeof(bf16) + N * (sizeof(int) + sizeof(float));
-    for (int v = 1; v <= 3; v++) {
+    if (only != 1 && !vec_fits(d_logits, Vp)) { size_error(argv[0], "versions 2, 3 and 4: the logits are not 16-byte aligned"); }
+    for (int v = 1; v <= 4; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         restore();

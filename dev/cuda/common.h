@@ -28,6 +28,10 @@ waits for a GPU.
 
 typedef __nv_bfloat16 bf16;
 
+// The helpers the trainer defines under the same names (train_gpt2.cu, Part 0) come from the
+// trainer itself in the programs that include it (trainer.h, which defines DEV_CUDA_TRAINER).
+#ifndef DEV_CUDA_TRAINER
+
 // ----------------------------------------------------------------------------
 // errors
 
@@ -55,6 +59,17 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// what the trainer's chapters that the experiments include (../../attention.cuh) expect of their
+// includer besides the helpers above (train_gpt2.cu defines the same names; bf16 build)
+typedef bf16 floatX;
+#ifndef ROW_WARPS
+#define ROW_WARPS 8
+#endif
+static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
+__device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
+
+#endif  // DEV_CUDA_TRAINER
+
 // 8 bf16 in one 128-bit word: the unit of the vectorised kernels (needs 16-byte alignment)
 union Pack8 {
     int4 raw;
@@ -74,15 +89,6 @@ __device__ __forceinline__ int4 pack8(const float* src) {
     for (int k = 0; k < 8; k++) { p.h[k] = __float2bfloat16(src[k]); }
     return p.raw;
 }
-
-// what the trainer's chapters that the experiments include (../../attention.cuh) expect of their
-// includer besides the helpers above (train_gpt2.cu defines the same names; bf16 build)
-typedef bf16 floatX;
-#ifndef ROW_WARPS
-#define ROW_WARPS 8
-#endif
-static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
-__device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
 
 // ----------------------------------------------------------------------------
 // host data: random fill, bf16 rounding, transfers

@@ -40,18 +40,24 @@ ref() {
     fi
 }
 
-for p in siamese_input_forward siamese_input_backward classifier attention_forward; do ref $p; done
+for p in siamese_input_forward siamese_input_backward classifier attention_forward vec_kernels; do ref $p; done
 
 run siamese_input_forward 3 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
 run siamese_input_forward 3 N=9 C=72    # 9 vectors: 23 lanes hold none
 run siamese_input_forward 1 1 N=5 C=50  # version 1 takes any C
 run siamese_input_backward 2 N=37 C=264  # version 2: a second, partial block of rows
 run siamese_input_backward 1 1 N=3 C=50
-run classifier 3 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
 run classifier 1 1 N=3 V=77 Vp=77
 run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64
 run attention_backward 2 B=2 T=80 NH=3 HS=48
 run attention_backward 2 B=1 T=33 NH=2 HS=64
+run column_sums 2 N=333 C=100           # 6 chunks of 56 rows, the last of 53; a last tile of 4 columns
+run column_sums 2 N=2113 C=40           # 32 chunks (the most): 67 rows each, the last 36
+run column_sums 1 1 N=7 C=3
+run vec_kernels 2 N=37 C=264            # 1221 vectors: a partial block of 256 threads; 33 vectors per row
+run vec_kernels 2 N=3 C=8
+run vec_kernels 1 1 N=5 C=50
 
 if [ "$failed" != 0 ]; then echo "test-dev-cuda: FAILED"; exit 1; fi
 echo "test-dev-cuda: every dev/cuda version matches its CPU reference through the CPU execution layer (no timing: that waits for a GPU)"

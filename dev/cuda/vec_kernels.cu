@@ -1,0 +1,199 @@
+/*
+vec_kernels: the trainer's kernels with 16-byte loads and stores (TRAIN_GPT2CU_KERNELS=vec) beside
+the scalar ones they would replace, all memory-bound:
+
+    LayerNorm forward    out = (x - mean) * rstd * w + b per row of C, saving mean and rstd
+                         (train_gpt2.cu layernorm_forward: layernorm_forward_kernel / _vec_kernel)
+    SiameseNorm update   x_next = a + z / c, y_next = y + z element-wise
+                         (siamese.cuh siamese_update_forward: siamese_update_forward_kernel / _vec_kernel)
+    GELU forward         out = GELU(inp), tanh approximation   (train_gpt2.cu gelu_apply, backward 0)
+    GELU backward        d = d * GELU'(inp), in place           (gelu_apply, backward 1: gelu_backward_kernel
+                                                                  / gelu_vec_kernel)
+
+version 1: the scalar kernels (one element per thread; LayerNorm: one warp per row, lane i at
+           columns i, i + 32, ...).
+version 2: the vec kernels: one 16-byte vector of 8 bf16 per load and store (LayerNorm: lane i
+           at vectors i, i + 32, ...). They need C (LayerNorm) and the element counts to be
+           multiples of 8 and 16-byte aligned tensors; the program refuses sizes where the trainer
+           would fall back to version 1.
+Both are the trainer's own code (trainer.h includes train_gpt2.cu), launched through its host
+functions with the kernel choice set as TRAIN_GPT2CU_KERNELS sets it.
+
+Checked against a CPU reference from the formulas (train_gpt2.c's layernorm_forward, the update of
+dev/MODEL.md, gelu in double). The update is exact (the same fp32 operations, one bf16 rounding);
+the others differ from the reference by one bf16 rounding of the output and fp32 arithmetic.
+Timing per kernel; GB/s against the bytes it must move (bf16 tensors read and written, stats).
+
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I. dev/cuda/vec_kernels.cu -o vec_kernels -lcublasLt -lcublas
+                              ./vec_kernels [version] [N=rows] [C=channels]   (element-wise: N * C elements)
+Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
+a GPU yet, so no timing.
+*/
+#include "trainer.h"
+
+#define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
+#define CH 768             // C (C=); the GELU tensors are (N, 4C) in the trainer, here (N, C)
+
+// ----------------------------------------------------------------------------
+// CPU references
+
+static void layernorm_ref(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
+                          int C) {
+    for (int r = 0; r < N; r++) {
+        const float* xr = x + (size_t)r * C;
+        double m = 0.0, v = 0.0;
+        for (int i = 0; i < C; i++) { m += xr[i]; }
+        m /= C;
+        for (int i = 0; i < C; i++) { v += (xr[i] - m) * (xr[i] - m); }
+        double rs = 1.0 / sqrt(v / C + 1e-5);
+        for (int i = 0; i < C; i++) { out[(size_t)r * C + i] = (float)((xr[i] - m) * rs * w[i] + b[i]); }
+        mean[r] = (float)m;
+        rstd[r] = (float)rs;
+    }
+}
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+static double gelu_slope_ref(double x) {
+    double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// `./vec_kernels ref`: checks the references themselves on the CPU (no GPU needed): undoing the
+// affine part, every LayerNorm row has mean 0 and variance 1 (and the saved statistics are the
+// row's); the GELU slope matches central finite differences of GELU
+static int check_reference(void) {
+    const int N = 4, C = 40;
+    uint64_t seed = 9;
+    float x[N * C], p[2 * C], out[N * C], mean[N], rstd[N], m[N], var[N], zeros[N] = {0}, ones[N];
+    fill_uniform(x, N * C, -2.0f, 3.0f, &seed);
+    fill_ln_params(p, 1, C, &seed);
+    layernorm_ref(out, mean, rstd, x, p, p + C, N, C);
+    for (int r = 0; r < N; r++) {
+        double s = 0.0, q = 0.0;
+        for (int i = 0; i < C; i++) { s += (out[r * C + i] - p[C + i]) / p[i]; }
+        s /= C;
+        for (int i = 0; i < C; i++) { double t = (out[r * C + i] - p[C + i]) / p[i] - s; q += t * t; }
+        m[r] = (float)s;
+        var[r] = (float)(q / C);
+        ones[r] = 1.0f;
+    }
+    printf("reference: LayerNorm rows normalised (N = %d, C = %d), GELU slope vs finite differences\n", N, C);
+    check_close("means", zeros, m, N, 1e-5f, 0.0f);
+    check_close("vars", ones, var, N, 1e-4f, 0.0f);
+    for (int r = 0; r < N; r++) {  // the saved statistics undo the normalisation: x = mean + xhat / rstd
+        double s = 0.0;
+        for (int i = 0; i < C; i++) { s += x[r * C + i]; }
+        m[r] = (float)(s / C);
+    }
+    check_close("mean", m, mean, N, 1e-6f, 1e-6f);
+    const int K = 101;
+    float num[K], slope[K];
+    for (int k = 0; k < K; k++) {
+        double v = -5.0 + 10.0 * k / (K - 1), h = 1e-4;
+        num[k] = (float)((gelu_ref(v + h) - gelu_ref(v - h)) / (2 * h));
+        slope[k] = (float)gelu_slope_ref(v);
+    }
+    check_close("slope", num, slope, K, 1e-6f, 1e-6f);
+    printf("the CPU reference passes\n");
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
+    int N = N_ROWS, C = CH;
+    const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
+    int only = parse_args(argc, argv, 2, sizes, 2);
+    if (only != 1 && C % VEC_X != 0) { size_error(argv[0], "version 2 needs C a multiple of 8 (version 1 takes any C)"); }
+    print_device();
+    size_t n = (size_t)N * C;
+    const float c = sqrtf(2.0f * 4);  // the update's c_l at layer 3
+    printf("vec_kernels: N = %d rows, C = %d (LayerNorm), %zu elements (update, GELU), c = %.4f\n", N, C, n, c);
+
+    uint64_t seed = 77;
+    float *x = (float*)host_alloc(n * sizeof(float)), *p = (float*)host_alloc(2 * (size_t)C * sizeof(float));
+    float *a = (float*)host_alloc(n * sizeof(float)), *y = (float*)host_alloc(n * sizeof(float));
+    float *z = (float*)host_alloc(n * sizeof(float)), *d = (float*)host_alloc(n * sizeof(float));
+    fill_uniform(x, n, -2.0f, 3.0f, &seed);  // a non-zero mean
+    fill_ln_params(p, 1, C, &seed);
+    fill_uniform(a, n, -4.0f, 4.0f, &seed);
+    fill_uniform(y, n, -8.0f, 8.0f, &seed);
+    fill_uniform(z, n, -5.0f, 5.0f, &seed);  // also the GELU input: both tails and the bend
+    fill_uniform(d, n, -1.0f, 1.0f, &seed);
+    bf16 *d_x = to_device_bf16(x, n), *d_p = to_device_bf16(p, 2 * (size_t)C);  // round the host copies too
+    bf16 *d_a = to_device_bf16(a, n), *d_y = to_device_bf16(y, n), *d_z = to_device_bf16(z, n);
+    bf16* d_d0 = to_device_bf16(d, n);
+    bf16 *d_out = (bf16*)device_alloc(n * sizeof(bf16)), *d_out2 = (bf16*)device_alloc(n * sizeof(bf16));
+    float *d_mean = (float*)device_alloc(N * sizeof(float)), *d_rstd = (float*)device_alloc(N * sizeof(float));
+    const bf16 *d_w = d_p, *d_b = d_p + C;
+
+    // the references
+    float *ln = (float*)host_alloc(n * sizeof(float)), *mean = (float*)host_alloc(N * sizeof(float));
+    float* rstd = (float*)host_alloc(N * sizeof(float));
+    layernorm_ref(ln, mean, rstd, x, p, p + C, N, C);
+    float *xn = (float*)host_alloc(n * sizeof(float)), *yn = (float*)host_alloc(n * sizeof(float));
+    float *gf = (float*)host_alloc(n * sizeof(float)), *gb = (float*)host_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        xn[i] = bf16_round(a[i] + z[i] / c);
+        yn[i] = bf16_round(y[i] + z[i]);
+        gf[i] = (float)gelu_ref(z[i]);
+        gb[i] = (float)(d[i] * gelu_slope_ref(z[i]));
+    }
+    float* got = (float*)host_alloc(n * sizeof(float));
+    auto restore_d = [&] { cudaCheck(cudaMemcpy(d_out, d_d0, n * sizeof(bf16), cudaMemcpyDeviceToDevice)); };
+
+    double bf = (double)n * sizeof(bf16);
+    for (int v = 1; v <= 2; v++) {
+        if (only && v != only) { continue; }
+        printf("version %d: %s\n", v, v == 1 ? "scalar loads" : "16-byte loads (vec)");
+        use_new_kernels(v == 1 ? 0 : KERNEL_VEC);
+        if (v == 2 && !(vec_fits(d_x, n) && vec_fits(d_out, n) && vec_fits(d_out2, n) && vec_fits(d_a, n) &&
+                        vec_fits(d_y, n) && vec_fits(d_z, n) && vec_fits(d_w, C) && vec_fits(d_b, C))) {
+            size_error(argv[0], "version 2: a tensor is not 16-byte aligned (the trainer would take version 1)");
+        }
+        char label[64];
+        // LayerNorm forward
+        auto run_ln = [&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C); };
+        run_ln();
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_bf16(got, d_out, n);
+        check_close("ln out", ln, got, n, 2e-2f, 1e-2f);
+        from_device_f32(got, d_mean, N);
+        check_close("ln mean", mean, got, N, 1e-5f, 1e-4f);
+        from_device_f32(got, d_rstd, N);
+        check_close("ln rstd", rstd, got, N, 1e-5f, 1e-4f);
+        snprintf(label, sizeof label, "  v%d LayerNorm forward", v);
+        if (!timing_skipped(label)) { print_timing(label, time_ms(run_ln, no_prep), 2 * bf + 2.0 * N * sizeof(float)); }
+        // SiameseNorm update
+        auto run_update = [&] { siamese_update_forward(d_out, d_out2, d_a, d_y, d_z, c, n); };
+        run_update();
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_bf16(got, d_out, n);
+        check_close("x_next", xn, got, n, 0.0f, 0.0f);
+        from_device_bf16(got, d_out2, n);
+        check_close("y_next", yn, got, n, 0.0f, 0.0f);
+        snprintf(label, sizeof label, "  v%d SiameseNorm update", v);
+        if (!timing_skipped(label)) { print_timing(label, time_ms(run_update, no_prep), 5 * bf); }
+        // GELU forward, then backward in place over d
+        auto run_gelu = [&] { gelu_apply(d_out, d_z, n, 0); };
+        run_gelu();
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_bf16(got, d_out, n);
+        check_close("gelu", gf, got, n, 1e-6f, 8e-3f);  // one bf16 rounding (up to 1 ulp near a tie), and
+        // the fp32 cancellation of 1 + tanh(u) for large negative inputs (atol)
+        snprintf(label, sizeof label, "  v%d GELU forward", v);
+        if (!timing_skipped(label)) { print_timing(label, time_ms(run_gelu, no_prep), 2 * bf); }
+        auto run_dgelu = [&] { gelu_apply(d_out, d_z, n, 1); };
+        restore_d();
+        run_dgelu();
+        cudaCheck(cudaDeviceSynchronize());
+        from_device_bf16(got, d_out, n);
+        check_close("dgelu", gb, got, n, 1e-6f, 8e-3f);
+        snprintf(label, sizeof label, "  v%d GELU backward", v);
+        if (!timing_skipped(label)) { print_timing(label, time_ms(run_dgelu, restore_d), 3 * bf); }
+    }
+    printf("all checked versions match the CPU reference\n");
+    return 0;
+}
