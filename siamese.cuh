@@ -13,9 +13,13 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
     int row_blocks(int N)                                 host: blocks of a row kernel for N rows
     __device__ int warp_row()                             the row of the calling warp
     __device__ float warp_sum(float v)                    sum over the 32 lanes, every lane gets it
-    __device__ float2 ln_row_stats(const floatX* x, int C, int lane)        (mean, rstd) of a row
-    __device__ float2 ln_backward_means(const float* dout, const floatX* x, const floatX* w,
-                                        float mean, float rstd, int C, int lane)
+    template <typename T, int W> struct Pack { T v[W]; }  W elements read or written as one access
+    template <int W, typename T> __device__ Pack<T, W> load_pack(const T* p), and
+                                 __device__ void store_pack(T* p, const Pack<T, W>& v)
+    int row_width(int C, const void* const* p, int n)    host: VEC_X or 1, the width of a row kernel
+    template <int W> __device__ float2 ln_row_stats(const floatX* x, int C, int lane)   (mean, rstd) of a row
+    template <int W> __device__ float2 ln_backward_means(const float* dout, const floatX* x,
+                                        const floatX* w, float mean, float rstd, int C, int lane)
     __device__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, float2 means)
     ColumnJob<float>, ColumnJobs<float>                   LayerNorm parameter-gradient jobs
     ColumnJob<float> ln_job(float* dw, float* db, const float* dout, const floatX* inp,
@@ -96,28 +100,46 @@ typedef struct {
 // The input side, forward: a = LN(x), r = a + LN(y), u = LN(r). a_out may be NULL (the final merge
 // does not need a).
 
+// Every row kernel here takes a width W (train_gpt2.cu, Pack): W = 1 walks the columns lane,
+// lane + 32, ... one element at a time; W = VEC_X (TRAIN_GPT2CU_KERNELS=vec, where C % VEC_X == 0
+// and the tensors are 16-byte aligned: row_width) moves 16 bytes of floatX per load and store, lane
+// owning the vectors lane, lane + 32, ... The arithmetic is the same code for both.
+
 // the rest of the input side for one row once the statistics of x and y (sx, sy: mean, rstd) are
 // known: writes a, r, u and the six statistics. x and y point at the row.
+template <int W>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, float2 sx, float2 sy, SiameseNorms p, int row, int C, int lane) {
     size_t o = (size_t)row * C;
     // r = LN(x) + LN(y); its statistics are taken over the stored (rounded) values
     floatX* r = r_out + o;
     float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float a = ((float)x[i] - sx.x) * sx.y * (float)p.xw[i] + (float)p.xb[i];
-        float ly = ((float)y[i] - sy.x) * sy.y * (float)p.yw[i] + (float)p.yb[i];
-        if (a_out) { a_out[o + i] = (floatX)a; }
-        floatX rv = (floatX)(a + ly);
-        r[i] = rv;
-        sum += (float)rv;
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> xv = load_pack<W>(x + i), xw = load_pack<W>(p.xw + i), xb = load_pack<W>(p.xb + i);
+        Pack<floatX, W> yv = load_pack<W>(y + i), yw = load_pack<W>(p.yw + i), yb = load_pack<W>(p.yb + i), av, rv;
+        for (int e = 0; e < W; e++) {
+            float a = ((float)xv.v[e] - sx.x) * sx.y * (float)xw.v[e] + (float)xb.v[e];
+            float ly = ((float)yv.v[e] - sy.x) * sy.y * (float)yw.v[e] + (float)yb.v[e];
+            av.v[e] = (floatX)a;
+            rv.v[e] = (floatX)(a + ly);
+            sum += (float)rv.v[e];
+        }
+        if (a_out) { store_pack<W>(a_out + o + i, av); }
+        store_pack<W>(r + i, rv);
     }
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = (float)r[i] - mean; sq += d * d; }  // this lane's own writes
+    for (int i = lane * W; i < C; i += 32 * W) {  // this lane's own writes
+        Pack<floatX, W> rv = load_pack<W>(r + i);
+        for (int e = 0; e < W; e++) { float d = (float)rv.v[e] - mean; sq += d * d; }
+    }
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
     floatX* u = u_out + o;
-    for (int i = lane; i < C; i += 32) { u[i] = (floatX)(((float)r[i] - mean) * rstd * (float)p.w[i] + (float)p.b[i]); }
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> rv = load_pack<W>(r + i), w = load_pack<W>(p.w + i), b = load_pack<W>(p.b + i), uv;
+        for (int e = 0; e < W; e++) { uv.v[e] = (floatX)(((float)rv.v[e] - mean) * rstd * (float)w.v[e] + (float)b.v[e]); }
+        store_pack<W>(u + i, uv);
+    }
     if (lane == 0) {
         st.x_mean[row] = sx.x;
         st.x_rstd[row] = sx.y;
@@ -128,19 +150,31 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     }
 }
 
+template <int W>
 __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                              const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
-    float2 sx = ln_row_stats(x + o, C, lane);
-    float2 sy = ln_row_stats(y + o, C, lane);
-    siamese_input_row(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+    float2 sx = ln_row_stats<W>(x + o, C, lane);
+    float2 sy = ln_row_stats<W>(y + o, C, lane);
+    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+}
+
+// the width of the input side's row kernels, forward and backward, for these tensors and norms
+static int siamese_row_width(int C, const void* t0, const void* t1, const void* t2, const void* t3, const void* t4,
+                             SiameseNorms p) {
+    const void* rows[] = {t0, t1, t2, t3, t4, p.xw, p.xb, p.yw, p.yb, p.w, p.b};
+    return row_width(C, rows, (int)(sizeof(rows) / sizeof(rows[0])));
 }
 
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C) {
-    siamese_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    if (siamese_row_width(C, a_out, r_out, u_out, x, y, p) == VEC_X) {
+        siamese_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    } else {
+        siamese_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    }
     cudaCheckLaunch();
 }
 
@@ -196,6 +230,7 @@ static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX*
 // Against the update kernel followed by siamese_input_forward_kernel: one launch and one read of
 // x and y (two (N, C) tensors) fewer per sublayer. The sums run in ln_row_stats' order, so the
 // results are bit-identical to the two kernels.
+template <int W>
 __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                                     const floatX* z, float c, floatX* a_out, floatX* r_out,
                                                     floatX* u_out, SiameseStats st, SiameseNorms p, int N, int C) {
@@ -203,21 +238,30 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
     float xsum = 0.0f, ysum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        siamese_update_value((float)a_prev[o + i], (float)y_prev[o + i], (float)z[o + i], c, &x[o + i], &y[o + i]);
-        xsum += (float)x[o + i];
-        ysum += (float)y[o + i];
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i), zv = load_pack<W>(z + o + i);
+        Pack<floatX, W> xn, yn;
+        for (int e = 0; e < W; e++) {
+            siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]);
+            xsum += (float)xn.v[e];
+            ysum += (float)yn.v[e];
+        }
+        store_pack<W>(x + o + i, xn);
+        store_pack<W>(y + o + i, yn);
     }
     float xmean = warp_sum(xsum) / C, ymean = warp_sum(ysum) / C;
     float xsq = 0.0f, ysq = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float dx = (float)x[o + i] - xmean, dy = (float)y[o + i] - ymean;
-        xsq += dx * dx;
-        ysq += dy * dy;
+    for (int i = lane * W; i < C; i += 32 * W) {  // this lane's own writes
+        Pack<floatX, W> xv = load_pack<W>(x + o + i), yv = load_pack<W>(y + o + i);
+        for (int e = 0; e < W; e++) {
+            float dx = (float)xv.v[e] - xmean, dy = (float)yv.v[e] - ymean;
+            xsq += dx * dx;
+            ysq += dy * dy;
+        }
     }
     float2 sx = make_float2(xmean, rsqrtf(warp_sum(xsq) / C + 1e-5f));
     float2 sy = make_float2(ymean, rsqrtf(warp_sum(ysq) / C + 1e-5f));
-    siamese_input_row(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
 }
 
 // x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the
@@ -225,8 +269,12 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
 static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                          const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
                                          SiameseStats st, SiameseNorms p, int N, int C) {
-    siamese_update_input_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out,
-                                                                           u_out, st, p, N, C);
+    const void* rows[] = {x, y, a_prev, y_prev, z};
+    if (siamese_row_width(C, a_out, r_out, u_out, NULL, NULL, p) == VEC_X && row_width(C, rows, 5) == VEC_X) {
+        siamese_update_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
+    } else {
+        siamese_update_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
+    }
     cudaCheckLaunch();
 }
 
@@ -252,6 +300,7 @@ static void siamese_update_backward(floatX* dz, const float* dx_next, const floa
 // siamese_update_dz(dx, dy, c_prev) from the values in registers: one launch and one read of dx
 // and dy (fp32) fewer per sublayer, the same numbers as siamese_update_backward_kernel.
 
+template <int W>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev,
                                               float c_prev, const float* du, SiameseNorms p, SiameseStats st,
                                               const floatX* x, const floatX* y, const floatX* r, int N, int C) {
@@ -260,32 +309,47 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
     size_t o = (size_t)row * C;
     // dr = LN_back(du; r, ln)
     float mu = st.mean[row], rs = st.rstd[row];
-    float2 means = ln_backward_means(du + o, r + o, p.w, mu, rs, C, lane);
-    for (int i = lane; i < C; i += 32) {
-        dr_buf[o + i] = ln_backward_value(du[o + i], (float)r[o + i], (float)p.w[i], mu, rs, means);
+    float2 means = ln_backward_means<W>(du + o, r + o, p.w, mu, rs, C, lane);
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<float, W> duv = load_pack<W>(du + o + i), dr;
+        Pack<floatX, W> rv = load_pack<W>(r + o + i), wv = load_pack<W>(p.w + i);
+        for (int e = 0; e < W; e++) { dr.v[e] = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, means); }
+        store_pack<W>(dr_buf + o + i, dr);
     }
     // da = dr + dx_next, and the two reductions of LN_back(dr; y) and LN_back(da; x) in one pass
     float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
     float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float dr = dr_buf[o + i];  // this lane's own write
-        float da = dr + dx[o + i];
-        da_buf[o + i] = da;
-        float gy = (float)p.yw[i] * dr, gx = (float)p.xw[i] * da;
-        y1 += gy;
-        y2 += gy * ((float)y[o + i] - ymu) * yrs;
-        x1 += gx;
-        x2 += gx * ((float)x[o + i] - xmu) * xrs;
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<float, W> dr = load_pack<W>(dr_buf + o + i), dxn = load_pack<W>(dx + o + i), da;  // dr: this lane's own write
+        Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
+        Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i);
+        for (int e = 0; e < W; e++) {
+            da.v[e] = dr.v[e] + dxn.v[e];
+            float gy = (float)yw.v[e] * dr.v[e], gx = (float)xw.v[e] * da.v[e];
+            y1 += gy;
+            y2 += gy * ((float)yv.v[e] - ymu) * yrs;
+            x1 += gx;
+            x2 += gx * ((float)xv.v[e] - xmu) * xrs;
+        }
+        store_pack<W>(da_buf + o + i, da);
     }
     float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
     float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
-    // dy += LN_back(dr; y), dx = LN_back(da; x)
-    for (int i = lane; i < C; i += 32) {
-        float dyv = dy[o + i] + ln_backward_value(dr_buf[o + i], (float)y[o + i], (float)p.yw[i], ymu, yrs, ymeans);
-        float dxv = ln_backward_value(da_buf[o + i], (float)x[o + i], (float)p.xw[i], xmu, xrs, xmeans);
-        dy[o + i] = dyv;
-        dx[o + i] = dxv;
-        if (dz_prev) { dz_prev[o + i] = (floatX)siamese_update_dz(dxv, dyv, c_prev); }
+    // dy += LN_back(dr; y), dx = LN_back(da; x), and with fold dz of the sublayer before
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<float, W> dr = load_pack<W>(dr_buf + o + i), da = load_pack<W>(da_buf + o + i), dyv = load_pack<W>(dy + o + i), dxv;
+        Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
+        Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i), dz;
+        for (int e = 0; e < W; e++) {
+            dyv.v[e] += ln_backward_value(dr.v[e], (float)yv.v[e], (float)yw.v[e], ymu, yrs, ymeans);
+            dxv.v[e] = ln_backward_value(da.v[e], (float)xv.v[e], (float)xw.v[e], xmu, xrs, xmeans);
+        }
+        store_pack<W>(dy + o + i, dyv);
+        store_pack<W>(dx + o + i, dxv);
+        if (dz_prev) {
+            for (int e = 0; e < W; e++) { dz.v[e] = (floatX)siamese_update_dz(dxv.v[e], dyv.v[e], c_prev); }
+            store_pack<W>(dz_prev + o + i, dz);
+        }
     }
 }
 
@@ -294,8 +358,12 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
 static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev, float c_prev,
                                    const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                    const floatX* x, const floatX* y, const floatX* r, int N, int C) {
-    siamese_input_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p,
-                                                                     st, x, y, r, N, C);
+    const void* grads[] = {dx, dy, dr_buf, da_buf, dz_prev, du};
+    if (siamese_row_width(C, x, y, r, NULL, NULL, p) == VEC_X && row_width(C, grads, 6) == VEC_X) {
+        siamese_input_backward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
+    } else {
+        siamese_input_backward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
+    }
     cudaCheckLaunch();
     ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(g.w, g.b, du, r, st.mean, st.rstd);

@@ -162,7 +162,8 @@ __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) /
 // checks every mode with all of them on and all off (it sets new_kernels itself).
 //     flash   attention without the (B, NH, T, T) tensors (flash_attention_forward / _backward)
 //     colsum  the column sums of the parameter gradients in two stages (column_grads)
-//     vec     16-byte loads and stores in the LayerNorm forward, the SiameseNorm update and the GELU kernels
+//     vec     16-byte loads and stores in the LayerNorm forward and backward, the SiameseNorm kernels
+//             and the GELU kernels
 //     classifier  the classifier's backward reads each logits row once (the row in registers)
 //     fold    the SiameseNorm update folded into the next input side's kernels, forward and backward
 enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2, KERNEL_VEC = 4, KERNEL_CLASSIFIER = 8, KERNEL_FOLD = 16 };
@@ -212,6 +213,29 @@ struct alignas(16) VecX {
 
 // whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
 static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
+
+// W consecutive elements of type T, read or written as one access. The row kernels that take a
+// width W are written once for W = 1 (any C: lane i walks the columns i, i + 32, ...) and for
+// W = VEC_X (TRAIN_GPT2CU_KERNELS=vec: lane i owns the 16-byte vectors i, i + 32, ... of the row;
+// rows of fp32 gradients then move W floats at a time, two 16-byte accesses in the bf16 build)
+template <typename T, int W>
+struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
+    T v[W];
+};
+template <int W, typename T>
+__device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
+template <int W, typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
+
+// the width of a row kernel over rows of C elements of the n tensors p (NULL ones left out): VEC_X
+// with TRAIN_GPT2CU_KERNELS=vec where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1
+static int row_width(int C, const void* const* p, int n) {
+    if (!new_kernel_on(KERNEL_VEC) || C % VEC_X != 0) { return 1; }
+    for (int i = 0; i < n; i++) {
+        if (p[i] != NULL && (uintptr_t)p[i] % 16 != 0) { return 1; }
+    }
+    return VEC_X;
+}
 
 // Row kernels give each row of a (N, C) tensor to one warp: lane i handles columns i, i+32, ...
 // and warp shuffles combine the per-lane partial sums (in fp32).
@@ -286,13 +310,20 @@ __global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* d
 // One warp per row, two passes over the row (mean, then the variance around it) in fp32. The
 // forward saves mean and rstd; the backward recomputes xhat = (x - mean) * rstd from x.
 
-// mean and rstd of one row (every lane gets them)
+// mean and rstd of one row (every lane gets them), W elements per access (see Pack)
+template <int W = 1>
 __device__ __forceinline__ float2 ln_row_stats(const floatX* x, int C, int lane) {
     float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) { sum += (float)x[i]; }
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> v = load_pack<W>(x + i);
+        for (int e = 0; e < W; e++) { sum += (float)v.v[e]; }
+    }
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = (float)x[i] - mean; sq += d * d; }
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> v = load_pack<W>(x + i);
+        for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
+    }
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
     return make_float2(mean, rstd);
 }
@@ -315,17 +346,8 @@ __global__ void layernorm_forward_vec_kernel(floatX* out, float* mean, float* rs
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     const floatX* x = inp + (size_t)r * C;
-    float sum = 0.0f;
-    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
-        VecX v = *(const VecX*)(x + i);
-        for (int e = 0; e < VEC_X; e++) { sum += (float)v.v[e]; }
-    }
-    float mu = warp_sum(sum) / C, sq = 0.0f;
-    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
-        VecX v = *(const VecX*)(x + i);
-        for (int e = 0; e < VEC_X; e++) { float d = (float)v.v[e] - mu; sq += d * d; }
-    }
-    float rs = rsqrtf(warp_sum(sq) / C + 1e-5f);
+    float2 st = ln_row_stats<VEC_X>(x, C, lane);
+    float mu = st.x, rs = st.y;
     for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
         VecX v = *(const VecX*)(x + i), wv = *(const VecX*)(w + i), bv = *(const VecX*)(b + i), o;
         for (int e = 0; e < VEC_X; e++) { o.v[e] = (floatX)(((float)v.v[e] - mu) * rs * (float)wv.v[e] + (float)bv.v[e]); }
@@ -347,14 +369,19 @@ static void layernorm_forward(floatX* out, float* mean, float* rstd, const float
 
 // Backward of one row. With g = w * dout and xhat as above:
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-// ln_backward_means returns (mean(g), mean(g * xhat)); every lane gets them.
+// ln_backward_means returns (mean(g), mean(g * xhat)); every lane gets them. W: see Pack.
+template <int W = 1>
 __device__ __forceinline__ float2 ln_backward_means(const float* dout, const floatX* x, const floatX* w, float mean,
                                                     float rstd, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float g = (float)w[i] * dout[i];
-        m1 += g;
-        m2 += g * ((float)x[i] - mean) * rstd;
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<float, W> dv = load_pack<W>(dout + i);
+        Pack<floatX, W> xv = load_pack<W>(x + i), wv = load_pack<W>(w + i);
+        for (int e = 0; e < W; e++) {
+            float g = (float)wv.v[e] * dv.v[e];
+            m1 += g;
+            m2 += g * ((float)xv.v[e] - mean) * rstd;
+        }
     }
     return make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
 }
@@ -365,7 +392,9 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 
 // dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate = 1); dinp may be dout itself
 // (each lane reads its elements of dout before writing the same elements). dinp_x, when given,
-// receives a floatX copy of the result (the next matmul's input).
+// receives a floatX copy of the result (the next matmul's input). W elements per access (see
+// Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the row width allows (row_width).
+template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
                                           const floatX* w, const float* mean, const float* rstd, int N, int C,
                                           int accumulate) {
@@ -373,12 +402,20 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const flo
     if (r >= N) { return; }
     size_t o = (size_t)r * C;
     float mu = mean[r], rs = rstd[r];
-    float2 means = ln_backward_means(dout + o, inp + o, w, mu, rs, C, lane);
-    for (int i = lane; i < C; i += 32) {
-        float d = ln_backward_value(dout[o + i], (float)inp[o + i], (float)w[i], mu, rs, means);
-        if (accumulate) { d += dinp[o + i]; }
-        dinp[o + i] = d;
-        if (dinp_x) { dinp_x[o + i] = (floatX)d; }
+    float2 means = ln_backward_means<W>(dout + o, inp + o, w, mu, rs, C, lane);
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<float, W> dv = load_pack<W>(dout + o + i), d;
+        Pack<floatX, W> xv = load_pack<W>(inp + o + i), wv = load_pack<W>(w + i), dx;
+        for (int e = 0; e < W; e++) { d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], mu, rs, means); }
+        if (accumulate) {
+            Pack<float, W> prev = load_pack<W>(dinp + o + i);
+            for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
+        }
+        store_pack<W>(dinp + o + i, d);
+        if (dinp_x) {
+            for (int e = 0; e < W; e++) { dx.v[e] = (floatX)d.v[e]; }
+            store_pack<W>(dinp_x + o + i, dx);
+        }
     }
 }
 
@@ -499,7 +536,12 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
     ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(dw, db, dout, inp, mean, rstd);
     column_grads(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
-    layernorm_backward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    const void* rows[] = {dinp, dinp_x, dout, inp, w};
+    if (row_width(C, rows, 5) == VEC_X) {
+        layernorm_backward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    } else {
+        layernorm_backward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    }
     cudaCheckLaunch();
 }
 

@@ -21,6 +21,15 @@ struct alignas(16) VecX {
 };
 enum { KERNEL_VEC = 4 };
 static inline int vec_fits(const void*, size_t) { return 0; }
+template <typename T, int W>
+struct Pack {
+    T v[W];
+};
+template <int W, typename T>
+__device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
+template <int W, typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
+static int row_width(int, const void* const*, int) { return 1; }
 static inline int new_kernel_on(int) { return 0; }
 #define cudaCheckLaunch() ((void)cudaGetLastError())
 
@@ -28,7 +37,9 @@ static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
 __device__ __forceinline__ int warp_row() { return 0; }
 __device__ __forceinline__ float warp_sum(float v) { return v; }
+template <int W = 1>
 __device__ __forceinline__ float2 ln_row_stats(const floatX*, int, int) { return make_float2(0.0f, 1.0f); }
+template <int W = 1>
 __device__ __forceinline__ float2 ln_backward_means(const float*, const floatX*, const floatX*, float, float, int, int) {
     return make_float2(0.0f, 0.0f);
 }

@@ -7,7 +7,8 @@
 #      rows: three chunks of the two-stage column sums, the last one short). test_gpt2cu checks
 #      every mode there with the new kernels all off and all on (FP32 build; the BF16 build too
 #      where the layer has WMMA);
-#   2. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
+#   2. fold (the SiameseNorm update folded into the input side) changes no bit of a training run;
+#   3. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
 #      and test_gpt2cu with that kernel on must FAIL a check; the first failing line is printed.
 # Usage: bash tests/test_new_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make
 # test-new-kernels builds what it needs)
@@ -37,6 +38,24 @@ for b in $builds; do
     make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
     check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" none
     check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" all
+done
+
+# fold changes no number: the trainer's checkpoints after 4 siamese steps with the update folded
+# in are byte-identical to those of the separate kernels (both builds; the same comparison of
+# none and vec, whose sums run in another order, does show a difference)
+for b in FP32:tests/bin/train_gpt2cu_fp32_cpu BF16:tests/bin/train_gpt2cu_cpu; do
+    make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+    for k in none fold; do
+        TRAIN_GPT2CU_KERNELS=$k OMP_NUM_THREADS=1 "${b#*:}" -e d2c64h4 -N siamese -b 4 -t 32 -x 4 -v 0 -s 0 -k 0 -n 4 \
+            -o "$work/fold_$k" > "$work/fold_$k.log" 2>&1 || { cat "$work/fold_$k.log"; echo "FAIL train_gpt2cu ${b%%:*}, kernels $k"; failed=1; }
+    done
+    if cmp -s "$work/fold_none/model_00000004.bin" "$work/fold_fold/model_00000004.bin" &&
+        cmp -s "$work/fold_none/state_00000004.bin" "$work/fold_fold/state_00000004.bin"; then
+        echo "ok   train_gpt2cu ${b%%:*}, 4 siamese steps: checkpoints with fold byte-identical to those without"
+    else
+        echo "FAIL train_gpt2cu ${b%%:*}, 4 siamese steps: checkpoints with fold differ from those without"; failed=1
+    fi
+    rm -rf "$work/fold_none" "$work/fold_fold"
 done
 
 # plant KERNEL FILE 'sed expression' DESCRIPTION: the planted copy must fail a check (FP32 build;
@@ -78,11 +97,19 @@ plant vec train_gpt2.cu '/^__global__ void layernorm_forward_vec_kernel/,/^}/s/i
     "LayerNorm vector loops stop one vector short"
 plant vec siamese.cuh '/^__global__ void siamese_update_forward_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
     "SiameseNorm update vector kernel skips the last vector"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)z\[o + i\], c, /(float)z[o + i], 1.0f, /' \
+plant vec siamese.cuh '/^__device__ void siamese_input_row/,/^}/s/store_pack<W>(u + i, uv);/if (i + W < C) { store_pack<W>(u + i, uv); }/' \
+    "SiameseNorm input forward never writes the last vector of u"
+plant vec siamese.cuh '/^__global__ void siamese_input_backward_kernel/,/^}/s/store_pack<W>(dx + o + i, dxv);/if (i + W < C) { store_pack<W>(dx + o + i, dxv); }/' \
+    "SiameseNorm input backward never writes the last vector of dx"
+plant vec train_gpt2.cu '/^__device__ __forceinline__ float2 ln_backward_means/,/^}/s/i < C; i += 32 \* W/i < C - W; i += 32 * W/' \
+    "LayerNorm backward means leave the last vector out"
+plant vec train_gpt2.cu '/^__global__ void layernorm_backward_kernel/,/^}/s/store_pack<W>(dinp + o + i, d);/if (i + W < C) { store_pack<W>(dinp + o + i, d); }/' \
+    "LayerNorm backward never writes the last vector of dinp"
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
     "folded update forward drops the 1/c"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/ysum += (float)y\[o + i\];/ysum += (float)x[o + i];/' \
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/ysum += (float)yn.v\[e\];/ysum += (float)xn.v[e];/' \
     "folded update forward takes the mean of Y over X"
-plant fold siamese.cuh 's/siamese_update_dz(dxv, dyv, c_prev)/siamese_update_dz(dxv, dyv, 1.0f)/' \
+plant fold siamese.cuh 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
     "folded update backward drops the 1/c"
 plant fold train_gpt2.cu 's/sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1)/sf->da, NULL, siamese_scale(L - 1)/' \
     "final merge backward does not write dz of the last sublayer"
