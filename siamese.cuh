@@ -161,16 +161,20 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
 }
 
-// the width of the input side's row kernels, forward and backward, for these tensors and norms
-static int siamese_row_width(int C, const void* t0, const void* t1, const void* t2, const void* t3, const void* t4,
-                             SiameseNorms p) {
-    const void* rows[] = {t0, t1, t2, t3, t4, p.xw, p.xb, p.yw, p.yb, p.w, p.b};
-    return row_width(C, rows, (int)(sizeof(rows) / sizeof(rows[0])));
+// the width of an input side's row kernel (row_width) over its n row tensors (at most
+// SIAMESE_MAX_ROWS; more would take the scalar width) and the six norm vectors of p
+#define SIAMESE_MAX_ROWS 10
+static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms p) {
+    if (n > SIAMESE_MAX_ROWS) { return 1; }
+    const void* all[SIAMESE_MAX_ROWS + 6] = {p.xw, p.xb, p.yw, p.yb, p.w, p.b};
+    for (int i = 0; i < n; i++) { all[6 + i] = rows[i]; }
+    return row_width(C, all, 6 + n);
 }
 
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C) {
-    if (siamese_row_width(C, a_out, r_out, u_out, x, y, p) == VEC_X) {
+    const void* rows[] = {a_out, r_out, u_out, x, y};
+    if (siamese_row_width(C, rows, 5, p) == VEC_X) {
         siamese_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
     } else {
         siamese_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
@@ -269,8 +273,8 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
 static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                          const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
                                          SiameseStats st, SiameseNorms p, int N, int C) {
-    const void* rows[] = {x, y, a_prev, y_prev, z};
-    if (siamese_row_width(C, a_out, r_out, u_out, NULL, NULL, p) == VEC_X && row_width(C, rows, 5) == VEC_X) {
+    const void* rows[] = {x, y, a_prev, y_prev, z, a_out, r_out, u_out};
+    if (siamese_row_width(C, rows, 8, p) == VEC_X) {
         siamese_update_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
     } else {
         siamese_update_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
@@ -358,8 +362,8 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
 static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev, float c_prev,
                                    const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                    const floatX* x, const floatX* y, const floatX* r, int N, int C) {
-    const void* grads[] = {dx, dy, dr_buf, da_buf, dz_prev, du};
-    if (siamese_row_width(C, x, y, r, NULL, NULL, p) == VEC_X && row_width(C, grads, 6) == VEC_X) {
+    const void* rows[] = {dx, dy, dr_buf, da_buf, dz_prev, du, x, y, r};
+    if (siamese_row_width(C, rows, 9, p) == VEC_X) {
         siamese_input_backward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
     } else {
         siamese_input_backward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
