@@ -26,7 +26,7 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
                             const float* mean, const float* rstd)
     void column_grads(const ColumnJobs<float>& jobs, int njobs, int N, int C)
                                                           deterministic column sums of up to 3 jobs
-    VEC_X, struct VecX { floatX v[VEC_X]; }                16 bytes of floatX, 16-byte aligned
+    VEC_X, VecX (= Pack<floatX, VEC_X>)                   16 bytes of floatX, 16-byte aligned
     int vec_fits(const void* p, size_t n)                 host: p aligned and n a multiple of VEC_X
     int new_kernel_on(int kernel), KERNEL_VEC             host: whether TRAIN_GPT2CU_KERNELS has "vec"
 

@@ -205,15 +205,6 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
-#define VEC_X ((int)(16 / sizeof(floatX)))
-struct alignas(16) VecX {
-    floatX v[VEC_X];
-};
-
-// whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
-static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
-
 // W consecutive elements of type T, read or written as one access. The row kernels that take a
 // width W are written once for W = 1 (any C: lane i walks the columns i, i + 32, ...) and for
 // W = VEC_X (TRAIN_GPT2CU_KERNELS=vec: lane i owns the 16-byte vectors i, i + 32, ... of the row;
@@ -222,6 +213,13 @@ template <typename T, int W>
 struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
     T v[W];
 };
+
+// 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
+#define VEC_X ((int)(16 / sizeof(floatX)))
+typedef Pack<floatX, VEC_X> VecX;
+
+// whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
+static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
 template <int W, typename T>
 __device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
 template <int W, typename T>
@@ -328,41 +326,31 @@ __device__ __forceinline__ float2 ln_row_stats(const floatX* x, int C, int lane)
     return make_float2(mean, rstd);
 }
 
+// W elements per access (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the row width
+// allows (row_width)
+template <int W>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     const floatX* x = inp + (size_t)r * C;
-    float2 st = ln_row_stats(x, C, lane);
+    float2 st = ln_row_stats<W>(x, C, lane);
     floatX* o = out + (size_t)r * C;
-    for (int i = lane; i < C; i += 32) { o[i] = (floatX)(((float)x[i] - st.x) * st.y * (float)w[i] + (float)b[i]); }
-    if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
-}
-
-// the same with 16-byte loads and stores (TRAIN_GPT2CU_KERNELS=vec): lane `lane` owns the vectors
-// lane, lane + 32, ... of the row (C % VEC_X == 0, rows 16-byte aligned)
-__global__ void layernorm_forward_vec_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                             const floatX* b, int N, int C) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    const floatX* x = inp + (size_t)r * C;
-    float2 st = ln_row_stats<VEC_X>(x, C, lane);
-    float mu = st.x, rs = st.y;
-    for (int i = lane * VEC_X; i < C; i += 32 * VEC_X) {
-        VecX v = *(const VecX*)(x + i), wv = *(const VecX*)(w + i), bv = *(const VecX*)(b + i), o;
-        for (int e = 0; e < VEC_X; e++) { o.v[e] = (floatX)(((float)v.v[e] - mu) * rs * (float)wv.v[e] + (float)bv.v[e]); }
-        *(VecX*)(out + (size_t)r * C + i) = o;
+    for (int i = lane * W; i < C; i += 32 * W) {
+        Pack<floatX, W> xv = load_pack<W>(x + i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
+        for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.x) * st.y * (float)wv.v[e] + (float)bv.v[e]); }
+        store_pack<W>(o + i, ov);
     }
-    if (lane == 0) { mean[r] = mu; rstd[r] = rs; }
+    if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
 }
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C) {
-    if (new_kernel_on(KERNEL_VEC) && C % VEC_X == 0 && vec_fits(out, C) && vec_fits(inp, C) && vec_fits(w, C) &&
-        vec_fits(b, C)) {
-        layernorm_forward_vec_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    const void* rows[] = {out, inp, w, b};
+    if (row_width(C, rows, 4) == VEC_X) {
+        layernorm_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     } else {
-        layernorm_forward_kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+        layernorm_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     }
     cudaCheckLaunch();
 }

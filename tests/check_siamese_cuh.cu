@@ -15,16 +15,14 @@ typedef __nv_bfloat16 floatX;
 #endif
 
 #define ROW_WARPS 8
-#define VEC_X ((int)(16 / sizeof(floatX)))
-struct alignas(16) VecX {
-    floatX v[VEC_X];
-};
-enum { KERNEL_VEC = 4 };
-static inline int vec_fits(const void*, size_t) { return 0; }
 template <typename T, int W>
 struct Pack {
     T v[W];
 };
+#define VEC_X ((int)(16 / sizeof(floatX)))
+typedef Pack<floatX, VEC_X> VecX;
+enum { KERNEL_VEC = 4 };
+static inline int vec_fits(const void*, size_t) { return 0; }
 template <int W, typename T>
 __device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
 template <int W, typename T>

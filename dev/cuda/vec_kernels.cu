@@ -3,7 +3,7 @@ vec_kernels: the trainer's kernels with 16-byte loads and stores (TRAIN_GPT2CU_K
 the scalar ones they would replace, all memory-bound:
 
     LayerNorm forward    out = (x - mean) * rstd * w + b per row of C, saving mean and rstd
-                         (train_gpt2.cu layernorm_forward: layernorm_forward_kernel / _vec_kernel)
+                         (train_gpt2.cu layernorm_forward: layernorm_forward_kernel<1> / <VEC_X>)
     SiameseNorm update   x_next = a + z / c, y_next = y + z element-wise
                          (siamese.cuh siamese_update_forward: siamese_update_forward_kernel / _vec_kernel)
     GELU forward         out = GELU(inp), tanh approximation   (train_gpt2.cu gelu_apply, backward 0)
