@@ -53,8 +53,8 @@ just wrote (so that the backward pass, which recomputes r-hat from the stored r,
 what the forward pass normalised) and writes u. It saves the six (mean, rstd) numbers per row.
 The update side is a plain element-wise kernel by default, kept separate for clarity; with
 TRAIN_GPT2CU_KERNELS=fold it runs inside the next sublayer's input kernel instead
-(siamese_update_input_forward_kernel), saving a launch and one read of x_next and y_next. Either
-way the update formula itself is written once, in siamese_update_value.
+(siamese_update_input_forward_kernel), saving a launch and a second kernel's read of x_next and
+y_next. Either way the update formula itself is written once, in siamese_update_value.
 
 Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
 
@@ -105,12 +105,14 @@ typedef struct {
 // and the tensors are 16-byte aligned: row_width) moves 16 bytes of floatX per load and store, lane
 // owning the vectors lane, lane + 32, ... The arithmetic is the same code for both.
 
-// the rest of the input side for one row once the statistics of x and y (sx, sy: mean, rstd) are
-// known: writes a, r, u and the six statistics. x and y point at the row.
+// the input side of one row: the statistics of x and y, then a, r, u and the six statistics.
+// x and y point at the row.
 template <int W>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
-                                  const floatX* y, float2 sx, float2 sy, SiameseNorms p, int row, int C, int lane) {
+                                  const floatX* y, SiameseNorms p, int row, int C, int lane) {
     size_t o = (size_t)row * C;
+    float2 sx = ln_row_stats<W>(x, C, lane);
+    float2 sy = ln_row_stats<W>(y, C, lane);
     // r = LN(x) + LN(y); its statistics are taken over the stored (rounded) values
     floatX* r = r_out + o;
     float sum = 0.0f;
@@ -156,9 +158,7 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
-    float2 sx = ln_row_stats<W>(x + o, C, lane);
-    float2 sy = ln_row_stats<W>(y + o, C, lane);
-    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, p, row, C, lane);
 }
 
 // the width of an input side's row kernel (row_width) over its n row tensors (at most
@@ -228,11 +228,11 @@ static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX*
 }
 
 // The update folded into the next input side (TRAIN_GPT2CU_KERNELS=fold): one warp per row forms
-// x = a_prev + z / c and y = y_prev + z in registers (siamese_update_value), writes each once (the
-// backward pass reads them) and sums them for the two means in the same loop; the variance loop
-// and the rest of the input side (siamese_input_row) read back the lane's own writes, hot in L1.
-// Against the update kernel followed by siamese_input_forward_kernel: one launch and one read of
-// x and y (two (N, C) tensors) fewer per sublayer. The sums run in ln_row_stats' order, so the
+// x = a_prev + z / c and y = y_prev + z in registers (siamese_update_value) and writes each once
+// (the backward pass reads them); the input side of the row (siamese_input_row) then reads back
+// the lane's own writes. Against the update kernel followed by siamese_input_forward_kernel: one
+// launch fewer per sublayer, x and y (two (N, C) tensors) read back by the warp that has just
+// written them instead of by a second kernel, and the same code on the same values, so the
 // results are bit-identical to the two kernels.
 template <int W>
 __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
@@ -241,31 +241,14 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
-    float xsum = 0.0f, ysum = 0.0f;
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i), zv = load_pack<W>(z + o + i);
         Pack<floatX, W> xn, yn;
-        for (int e = 0; e < W; e++) {
-            siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]);
-            xsum += (float)xn.v[e];
-            ysum += (float)yn.v[e];
-        }
+        for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
         store_pack<W>(x + o + i, xn);
         store_pack<W>(y + o + i, yn);
     }
-    float xmean = warp_sum(xsum) / C, ymean = warp_sum(ysum) / C;
-    float xsq = 0.0f, ysq = 0.0f;
-    for (int i = lane * W; i < C; i += 32 * W) {  // this lane's own writes
-        Pack<floatX, W> xv = load_pack<W>(x + o + i), yv = load_pack<W>(y + o + i);
-        for (int e = 0; e < W; e++) {
-            float dx = (float)xv.v[e] - xmean, dy = (float)yv.v[e] - ymean;
-            xsq += dx * dx;
-            ysq += dy * dy;
-        }
-    }
-    float2 sx = make_float2(xmean, rsqrtf(warp_sum(xsq) / C + 1e-5f));
-    float2 sy = make_float2(ymean, rsqrtf(warp_sum(ysq) / C + 1e-5f));
-    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, sx, sy, p, row, C, lane);
+    siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, p, row, C, lane);
 }
 
 // x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the

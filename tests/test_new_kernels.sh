@@ -107,8 +107,8 @@ plant vec train_gpt2.cu '/^__global__ void layernorm_backward_kernel/,/^}/s/stor
     "LayerNorm backward never writes the last vector of dinp"
 plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
     "folded update forward drops the 1/c"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/ysum += (float)yn.v\[e\];/ysum += (float)xn.v[e];/' \
-    "folded update forward takes the mean of Y over X"
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
+    "folded update forward leaves the block output out of Y"
 plant fold siamese.cuh 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
     "folded update backward drops the 1/c"
 plant fold train_gpt2.cu 's/sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1)/sf->da, NULL, siamese_scale(L - 1)/' \
