@@ -174,11 +174,8 @@ static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C) {
     const void* rows[] = {a_out, r_out, u_out, x, y};
-    if (siamese_row_width(C, rows, 5, p) == VEC_X) {
-        siamese_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
-    } else {
-        siamese_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
-    }
+    auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -257,11 +254,8 @@ static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_p
                                          const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
                                          SiameseStats st, SiameseNorms p, int N, int C) {
     const void* rows[] = {x, y, a_prev, y_prev, z, a_out, r_out, u_out};
-    if (siamese_row_width(C, rows, 8, p) == VEC_X) {
-        siamese_update_input_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
-    } else {
-        siamese_update_input_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
-    }
+    auto kernel = siamese_row_width(C, rows, 8, p) == VEC_X ? siamese_update_input_forward_kernel<VEC_X> : siamese_update_input_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -346,11 +340,8 @@ static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* d
                                    const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                    const floatX* x, const floatX* y, const floatX* r, int N, int C) {
     const void* rows[] = {dx, dy, dr_buf, da_buf, dz_prev, du, x, y, r};
-    if (siamese_row_width(C, rows, 9, p) == VEC_X) {
-        siamese_input_backward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
-    } else {
-        siamese_input_backward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
-    }
+    auto kernel = siamese_row_width(C, rows, 9, p) == VEC_X ? siamese_input_backward_kernel<VEC_X> : siamese_input_backward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
     cudaCheckLaunch();
     ColumnJobs<float> jobs = {};
     jobs.job[0] = ln_job(g.w, g.b, du, r, st.mean, st.rstd);

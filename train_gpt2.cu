@@ -230,7 +230,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T
 static int row_width(int C, const void* const* p, int n) {
     if (!new_kernel_on(KERNEL_VEC) || C % VEC_X != 0) { return 1; }
     for (int i = 0; i < n; i++) {
-        if (p[i] != NULL && (uintptr_t)p[i] % 16 != 0) { return 1; }
+        if (p[i] != NULL && !vec_fits(p[i], C)) { return 1; }
     }
     return VEC_X;
 }
@@ -347,11 +347,8 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C) {
     const void* rows[] = {out, inp, w, b};
-    if (row_width(C, rows, 4) == VEC_X) {
-        layernorm_forward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
-    } else {
-        layernorm_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
-    }
+    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
 
@@ -525,11 +522,8 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
     jobs.job[0] = ln_job(dw, db, dout, inp, mean, rstd);
     column_grads(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
     const void* rows[] = {dinp, dinp_x, dout, inp, w};
-    if (row_width(C, rows, 5) == VEC_X) {
-        layernorm_backward_kernel<VEC_X><<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
-    } else {
-        layernorm_backward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
-    }
+    auto kernel = row_width(C, rows, 5) == VEC_X ? layernorm_backward_kernel<VEC_X> : layernorm_backward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
     cudaCheckLaunch();
 }
 
