@@ -161,14 +161,11 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     siamese_input_row<W>(a_out, r_out, u_out, st, x + o, y + o, p, row, C, lane);
 }
 
-// the width of an input side's row kernel (row_width) over its n row tensors (at most
-// SIAMESE_MAX_ROWS; more would take the scalar width) and the six norm vectors of p
-#define SIAMESE_MAX_ROWS 10
+// the width of an input side's row kernel (row_width) over its n row tensors and the six norm
+// vectors of p: VEC_X only where both allow it
 static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms p) {
-    if (n > SIAMESE_MAX_ROWS) { return 1; }
-    const void* all[SIAMESE_MAX_ROWS + 6] = {p.xw, p.xb, p.yw, p.yb, p.w, p.b};
-    for (int i = 0; i < n; i++) { all[6 + i] = rows[i]; }
-    return row_width(C, all, 6 + n);
+    const void* norms[] = {p.xw, p.xb, p.yw, p.yb, p.w, p.b};
+    return row_width(C, rows, n) == VEC_X ? row_width(C, norms, 6) : 1;
 }
 
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
