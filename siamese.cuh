@@ -16,7 +16,7 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
     template <typename T, int W> struct Pack { T v[W]; }  W elements read or written as one access
     template <int W, typename T> __device__ Pack<T, W> load_pack(const T* p), and
                                  __device__ void store_pack(T* p, const Pack<T, W>& v)
-    int row_width(int C, const void* const* p, int n)    host: VEC_X or 1, the width of a row kernel
+    int row_width(size_t C, const void* const* p, int n) host: VEC_X or 1, the width of a row kernel
     template <int W> __device__ float2 ln_row_stats(const floatX* x, int C, int lane)   (mean, rstd) of a row
     template <int W> __device__ float2 ln_backward_means(const float* dout, const floatX* x,
                                         const floatX* w, float mean, float rstd, int C, int lane)
@@ -26,9 +26,7 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
                             const float* mean, const float* rstd)
     void column_grads(const ColumnJobs<float>& jobs, int njobs, int N, int C)
                                                           deterministic column sums of up to 3 jobs
-    VEC_X, VecX (= Pack<floatX, VEC_X>)                   16 bytes of floatX, 16-byte aligned
-    int vec_fits(const void* p, size_t n)                 host: p aligned and n a multiple of VEC_X
-    int new_kernel_on(int kernel), KERNEL_VEC             host: whether TRAIN_GPT2CU_KERNELS has "vec"
+    VEC_X                                                 floatX elements in 16 bytes
 
 The CUDA runtime (float2, make_float2, rsqrtf, kernel launches) is included below.
 
@@ -191,33 +189,26 @@ __device__ __forceinline__ void siamese_update_value(float a, float y, float z, 
 // siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
-// one thread per element
+// W elements per thread (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the tensors
+// allow (row_width)
+template <int W>
 __global__ void siamese_update_forward_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
-                                              const floatX* z, float c, size_t n) {
+                                              const floatX* z, float c, size_t npack) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    siamese_update_value((float)a[i], (float)y[i], (float)z[i], c, &x_next[i], &y_next[i]);
-}
-
-// the same with one 16-byte vector per thread (TRAIN_GPT2CU_KERNELS=vec)
-__global__ void siamese_update_forward_vec_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
-                                                  const floatX* z, float c, size_t nvec) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nvec) { return; }
-    VecX av = ((const VecX*)a)[i], yv = ((const VecX*)y)[i], zv = ((const VecX*)z)[i], xo, yo;
-    for (int e = 0; e < VEC_X; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xo.v[e], &yo.v[e]); }
-    ((VecX*)x_next)[i] = xo;
-    ((VecX*)y_next)[i] = yo;
+    if (i >= npack) { return; }
+    size_t o = i * W;
+    Pack<floatX, W> av = load_pack<W>(a + o), yv = load_pack<W>(y + o), zv = load_pack<W>(z + o), xn, yn;
+    for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
+    store_pack<W>(x_next + o, xn);
+    store_pack<W>(y_next + o, yn);
 }
 
 static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y, const floatX* z,
                                    float c, size_t n) {
-    if (new_kernel_on(KERNEL_VEC) && vec_fits(x_next, n) && vec_fits(y_next, n) && vec_fits(a, n) && vec_fits(y, n) &&
-        vec_fits(z, n)) {
-        siamese_update_forward_vec_kernel<<<ceil_div((long)(n / VEC_X), 256), 256>>>(x_next, y_next, a, y, z, c, n / VEC_X);
-    } else {
-        siamese_update_forward_kernel<<<ceil_div((long)n, 256), 256>>>(x_next, y_next, a, y, z, c, n);
-    }
+    const void* tensors[] = {x_next, y_next, a, y, z};
+    int w = row_width(n, tensors, 5);
+    auto kernel = w == VEC_X ? siamese_update_forward_kernel<VEC_X> : siamese_update_forward_kernel<1>;
+    kernel<<<ceil_div((long)(n / w), 256), 256>>>(x_next, y_next, a, y, z, c, n / w);
     cudaCheckLaunch();
 }
 

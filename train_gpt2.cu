@@ -226,8 +226,9 @@ template <int W, typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
 
 // the width of a row kernel over rows of C elements of the n tensors p (NULL ones left out): VEC_X
-// with TRAIN_GPT2CU_KERNELS=vec where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1
-static int row_width(int C, const void* const* p, int n) {
+// with TRAIN_GPT2CU_KERNELS=vec where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1.
+// An element-wise kernel over C elements asks the same, as one row of C.
+static int row_width(size_t C, const void* const* p, int n) {
     if (!new_kernel_on(KERNEL_VEC) || C % VEC_X != 0) { return 1; }
     for (int i = 0; i < n; i++) {
         if (p[i] != NULL && !vec_fits(p[i], C)) { return 1; }
@@ -847,38 +848,27 @@ __device__ __forceinline__ float gelu_slope(float x) {
     return 0.5f * (1.0f + th) + 0.5f * x * dth;
 }
 
-__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
+// out = GELU(inp) (backward 0) or out = out * GELU'(inp) in place (backward 1), W elements per
+// thread (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the tensors allow (row_width)
+template <int W>
+__global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int backward) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { out[i] = (floatX)gelu_value((float)inp[i]); }
-}
-
-// d = d * GELU'(inp), in place
-__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { d[i] = (floatX)((float)d[i] * gelu_slope((float)inp[i])); }
-}
-
-// the same two with one 16-byte vector per thread (TRAIN_GPT2CU_KERNELS=vec); backward: d = d * GELU'(inp)
-__global__ void gelu_vec_kernel(floatX* out, const floatX* inp, size_t nvec, int backward) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nvec) { return; }
-    VecX x = ((const VecX*)inp)[i], o = ((VecX*)out)[i];
-    for (int e = 0; e < VEC_X; e++) {
+    if (i >= npack) { return; }
+    Pack<floatX, W> x = load_pack<W>(inp + i * W), o;
+    if (backward) { o = load_pack<W>(out + i * W); }
+    for (int e = 0; e < W; e++) {
         float v = (float)x.v[e];
         o.v[e] = (floatX)(backward ? (float)o.v[e] * gelu_slope(v) : gelu_value(v));
     }
-    ((VecX*)out)[i] = o;
+    store_pack<W>(out + i * W, o);
 }
 
-// out = GELU(inp) (backward 0) or out *= GELU'(inp) (backward 1), n elements
+// n elements
 static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
-    if (new_kernel_on(KERNEL_VEC) && vec_fits(out, n) && vec_fits(inp, n)) {
-        gelu_vec_kernel<<<ceil_div((long)(n / VEC_X), 256), 256>>>(out, inp, n / VEC_X, backward);
-    } else if (backward) {
-        gelu_backward_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
-    } else {
-        gelu_forward_kernel<<<ceil_div((long)n, 256), 256>>>(out, inp, n);
-    }
+    const void* tensors[] = {out, inp};
+    int w = row_width(n, tensors, 2);
+    auto kernel = w == VEC_X ? gelu_kernel<VEC_X> : gelu_kernel<1>;
+    kernel<<<ceil_div((long)(n / w), 256), 256>>>(out, inp, n / w, backward);
     cudaCheckLaunch();
 }
 

@@ -20,15 +20,11 @@ struct Pack {
     T v[W];
 };
 #define VEC_X ((int)(16 / sizeof(floatX)))
-typedef Pack<floatX, VEC_X> VecX;
-enum { KERNEL_VEC = 4 };
-static inline int vec_fits(const void*, size_t) { return 0; }
 template <int W, typename T>
 __device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
 template <int W, typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
-static int row_width(int, const void* const*, int) { return 1; }
-static inline int new_kernel_on(int) { return 0; }
+static int row_width(size_t, const void* const*, int) { return 1; }
 #define cudaCheckLaunch() ((void)cudaGetLastError())
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }

@@ -91,11 +91,11 @@ plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { tw +=/for (int 
     "column sums drop the last chunk"
 plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
     "column-sum chunk boundary off by one"
-plant vec train_gpt2.cu '/^__global__ void gelu_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
+plant vec train_gpt2.cu '/^__global__ void gelu_kernel/,/^}/s/if (i >= npack) { return; }/if (i + 1 >= npack) { return; }/' \
     "GELU vector kernel skips the last vector"
 plant vec train_gpt2.cu '/^__global__ void layernorm_forward_kernel/,/^}/s/i < C; i += 32 \* W/i < C - W; i += 32 * W/' \
     "LayerNorm forward never writes the last vector of out"
-plant vec siamese.cuh '/^__global__ void siamese_update_forward_vec_kernel/,/^}/s/if (i >= nvec) { return; }/if (i + 1 >= nvec) { return; }/' \
+plant vec siamese.cuh '/^__global__ void siamese_update_forward_kernel/,/^}/s/if (i >= npack) { return; }/if (i + 1 >= npack) { return; }/' \
     "SiameseNorm update vector kernel skips the last vector"
 plant vec siamese.cuh '/^__device__ void siamese_input_row/,/^}/s/store_pack<W>(u + i, uv);/if (i + W < C) { store_pack<W>(u + i, uv); }/' \
     "SiameseNorm input forward never writes the last vector of u"
