@@ -6,9 +6,10 @@ the scalar ones they would replace, all memory-bound:
                          (train_gpt2.cu layernorm_forward: layernorm_forward_kernel<1> / <VEC_X>)
     SiameseNorm update   x_next = a + z / c, y_next = y + z element-wise
                          (siamese.cuh siamese_update_forward: siamese_update_forward_kernel<1> / <VEC_X>)
-    GELU forward         out = GELU(inp), tanh approximation   (train_gpt2.cu gelu_apply, backward 0)
-    GELU backward        d = d * GELU'(inp), in place           (gelu_apply, backward 1: both gelu_kernel<1>
-                                                                  / <VEC_X>)
+    GELU forward         out = GELU(inp), tanh approximation
+                         (train_gpt2.cu gelu_apply, backward 0: gelu_kernel<1> / <VEC_X>)
+    GELU backward        d = d * GELU'(inp), in place
+                         (gelu_apply, backward 1: the same gelu_kernel<1> / <VEC_X>)
 
 version 1: the scalar kernels (one element per thread; LayerNorm: one warp per row, lane i at
            columns i, i + 32, ...).
