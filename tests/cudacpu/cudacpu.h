@@ -13,7 +13,9 @@ thread of a block is a fiber with its own stack; a fiber runs until it reaches a
 (__syncthreads, __syncwarp, a warp shuffle or vote) or returns, then the next fiber runs.
 threadIdx, blockIdx, blockDim and gridDim read the running fiber's state. __shared__ variables
 are static thread_local: one copy per OS thread, so one per block. The order in which fibers
-(and blocks) run is the schedule: CUDACPU_SCHEDULE=forward (default), reverse, or shuffle:SEED.
+(and blocks) run is the schedule: CUDACPU_SCHEDULE=forward (default), reverse, or shuffle:SEED,
+all the warps of a block together; or warp, warp-reverse, warp-shuffle:SEED, each warp of a block
+alone from one block barrier to the next (README.md, "Schedules").
 */
 #ifndef CUDACPU_H
 #define CUDACPU_H

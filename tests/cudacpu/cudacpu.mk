@@ -55,7 +55,12 @@ tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJ
 tests/bin/test_misuse_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_misuse.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
+# what the thread schedules do (tests/cudacpu/test_schedule.sh)
+tests/bin/test_schedule_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_schedule.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
 CUDACPU_TESTS = tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_gpt2cu_cpu tests/bin/test_wmma_cpu tests/bin/test_misuse_cpu \
+	tests/bin/test_schedule_cpu \
 	tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
 
 test-cudacpu: test_gpt2

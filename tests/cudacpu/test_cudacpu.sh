@@ -39,6 +39,9 @@ fi
 # barrier, shuffle, WMMA and memory misuse the layer must report
 bash tests/cudacpu/test_misuse.sh || failed=1
 
+# what the schedules do: warps of a block alone between barriers (warp, warp-reverse), races they show
+bash tests/cudacpu/test_schedule.sh || failed=1
+
 # where the trainer's host waits for the GPU in a training step: the losses, the norm, the clock
 bash tests/cudacpu/test_blocking.sh || failed=1
 

@@ -56,6 +56,18 @@ __global__ void wmma_misaligned(const __nv_bfloat16* a) {
     wmma::load_matrix_sync(f, a + 1, 16);
 }
 
+// thread 32 (lane 0 of the second warp) waits at a full-mask shuffle while its warp's other lanes
+// and the first warp wait at a barrier
+__global__ void shuffle_while_barrier(float* out) {
+    if (threadIdx.x == 32) { out[0] = __shfl_sync(0xffffffffu, 1.0f, 0); }
+    __syncthreads();
+}
+
+// a block of 48 threads: the second warp has 16 lanes, the full mask names 16 more
+__global__ void mask_beyond_partial_warp(float* out) {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (float)threadIdx.x, 1);
+}
+
 __global__ void copy_kernel(float* out, const float* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { out[i] = in[i]; }
@@ -88,6 +100,10 @@ int main(int argc, char** argv) {
         wmma_half_warp<<<1, 32>>>((const __nv_bfloat16*)d);
     } else if (strcmp(c, "wmma_misaligned") == 0) {
         wmma_misaligned<<<1, 32>>>((const __nv_bfloat16*)d);
+    } else if (strcmp(c, "shuffle_while_barrier") == 0) {
+        shuffle_while_barrier<<<1, 64>>>(d);
+    } else if (strcmp(c, "mask_beyond_partial_warp") == 0) {
+        mask_beyond_partial_warp<<<1, 48>>>(d);
     } else if (strcmp(c, "threadidx_on_host") == 0) {
         printf("%u\n", threadIdx.x);
     } else if (strcmp(c, "copy_past_allocation") == 0) {
