@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_cudacpu.sh: the CUDA sources executed on the CPU through the execution layer
 # (tests/cudacpu/README.md): the layer's WMMA and misuse checks, the host's waits in a training
-# step of train_gpt2.cu (tests/cudacpu/test_blocking.sh), test_gpt2.cu (the CUDA trainer's
-# parity test) in FP32 and BF16 under several thread schedules, on the stored dumps and on the
-# `odd` shape the CPU trainer writes, and the planted bugs the test must catch.
+# step of train_gpt2.cu (tests/cudacpu/test_blocking.sh), what the thread schedules do
+# (tests/cudacpu/test_schedule.sh), test_gpt2.cu (the CUDA trainer's parity test) in FP32 and BF16
+# under several thread schedules, on the stored dumps and on the `odd` and a flash-attention shape
+# the CPU trainer writes, and the planted bugs the test must catch.
 # make test-cudacpu builds what this needs (tests/bin/*_cpu, ./test_gpt2) and runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -69,6 +70,15 @@ fi
 # (one set of kernels each: FP32 with the new kernels of TRAIN_GPT2CU_KERNELS, BF16 without)
 TRAIN_GPT2CU_KERNELS=all run_test "test_gpt2cu FP32, odd shape, new kernels" shuffle:3 tests/bin/test_gpt2cu_fp32_cpu "$tmp/odd"
 TRAIN_GPT2CU_KERNELS=none run_test "test_gpt2cu BF16, odd shape, default kernels" reverse tests/bin/test_gpt2cu_cpu "$tmp/odd"
+
+# each warp of a block alone between barriers, first to last and last to first (a barrier missing
+# between warps with warp operations between the racing accesses shows only here): BF16 (WMMA
+# tiles) with the new kernels, flash attention among them, on a shape where flash attention
+# streams several key tiles through shared memory (L 1, C 96, NH 2: HS 48; V 97; T 144: query and
+# key tiles of 64, 64 and 16; B 1)
+./test_gpt2 --write "$tmp/flash" 1,96,2,97,144,1 > "$log" 2>&1 || { cat "$log"; echo "test-cudacpu: ./test_gpt2 --write flash shape FAILED"; exit 1; }
+TRAIN_GPT2CU_KERNELS=all run_test "test_gpt2cu BF16, flash shape, new kernels" warp tests/bin/test_gpt2cu_cpu "$tmp/flash"
+TRAIN_GPT2CU_KERNELS=all run_test "test_gpt2cu BF16, flash shape, new kernels" warp-reverse tests/bin/test_gpt2cu_cpu "$tmp/flash"
 
 # each planted bug must make the FP32 test fail
 bash tests/cudacpu/test_planted.sh || failed=1
