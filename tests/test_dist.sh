@@ -229,7 +229,7 @@ if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
     # the micro-batch of rank 0 and that of rank 1
     for seed in 1 3706; do
         BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: -S $seed: 2 ranks vs 1 process, 4 steps" "cu_one_s$seed" "cu_two_s$seed" 4 \
-            "${G[@]}" -x 4 -S "$seed"
+            "${G[@]}" -x 4 -v 4 -n 0 -S "$seed"
     done
     BIN=$TRAIN_CU train cu_two_z0 2 "${G[@]}" -z 0
     mkdir -p "$W/cu_resume"
