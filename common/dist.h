@@ -160,7 +160,7 @@ static inline void dist_attach(Dist* d, size_t n) {
     dist_shard(n, d->rank, d->size, &d->lo, &d->hi);
     if (d->size == 1) { return; }
     if (n <= d->shard * (d->size - 1)) {
-        fatal("%zu parameters over %d ranks: shards of %zu leave the last rank without parameters; use fewer ranks",
+        fatal("%zu parameters over %d ranks: shards of %zu leave ranks without parameters; use fewer ranks",
               n, d->size, d->shard);
     }
     if (d->shard > (size_t)INT_MAX / 4) { fatal("%zu parameters over %d ranks: shards too large for MPI", n, d->size); }
