@@ -62,8 +62,9 @@ plant() {
     fi
 }
 
-# 1. a missing barrier: column_grads_kernel sums the partial sums before all of them are written
-plant "missing __syncthreads in column_grads_kernel" train_gpt2.cu \
+# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel) add the partial sums
+#    before all of them are written
+plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
     '/part_b\[threadIdx.y\]\[threadIdx.x\] = sb;/{n;/__syncthreads/d;}'
 
 # 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
