@@ -99,6 +99,8 @@ static int order_case(void) {
     check(cudaGetLastError(), "launch");
     static int stamp[ORDER_BLOCKS][ORDER_POINTS][ORDER_THREADS];
     check(cudaMemcpy(stamp, d_stamp, sizeof(stamp), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaFree(d_stamp), "cudaFree");
+    check(cudaFree(d_clock), "cudaFree");
     const int nwarps = (ORDER_THREADS + 31) / 32;
     int block_first[ORDER_BLOCKS];
     bool lanes_meet = true;
@@ -184,6 +186,8 @@ int main(int argc, char** argv) {
     }
     check(cudaGetLastError(), "launch");
     check(cudaMemcpy(out, d_out, nout * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaFree(d_in), "cudaFree");
+    check(cudaFree(d_out), "cudaFree");
     int wrong = 0;
     for (int i = 0; i < nout; i++) { wrong += out[i] != want; }
     printf("%s: thread 0 %g, thread %d %g (right: %g): %s\n", c, out[0], nout - 1, out[nout - 1], want,
