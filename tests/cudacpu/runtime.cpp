@@ -142,6 +142,7 @@ struct Worker {
     size_t stack_size;
     BlockState block;
     std::vector<unsigned char> smem;
+    std::vector<std::pair<void*, size_t>> static_smem;  // the static __shared__ variables seen (static_smem)
     std::vector<uint64_t> gathered;  // 32 per warp: what the lanes posted at the last warp_gather
     void (*body)(void*);
     void* ctx;
@@ -617,6 +618,13 @@ static void run_block(Worker* w) {
     }
 }
 
+bool static_smem(void* p, size_t bytes) {
+    Worker* w = running_worker("__shared__");
+    memset(p, 0xff, bytes);
+    w->static_smem.push_back(std::make_pair(p, bytes));
+    return true;
+}
+
 // the largest dynamic shared memory each kernel was allowed (cudaFuncSetAttribute)
 static std::map<const void*, int> max_dynamic_smem;
 static cudaError_t last_error = cudaSuccess;
@@ -680,6 +688,7 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
         size_t k = ordered ? bi : blocks[bi];
         w->block.block_idx = make_uint3((unsigned)(k % g.x), (unsigned)((k / g.x) % g.y), (unsigned)(k / ((size_t)g.x * g.y)));
         if (cfg.smem > 0) { memset(w->smem.data(), 0xff, cfg.smem); }  // NaN in every float of it
+        for (const auto& v : w->static_smem) { memset(v.first, 0xff, v.second); }
         run_block(w);
     }
     current_block = NULL;
