@@ -68,6 +68,13 @@ __global__ void mask_beyond_partial_warp(float* out) {
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (float)threadIdx.x, 1);
 }
 
+// out[block] = a static shared slot before the block writes it; then the block writes it
+__global__ void read_static_shared(float* out) {
+    __shared__ float slot[1];
+    out[blockIdx.x] = slot[0];
+    slot[0] = 1.0f;
+}
+
 __global__ void copy_kernel(float* out, const float* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { out[i] = in[i]; }
@@ -143,6 +150,14 @@ int main(int argc, char** argv) {
         }
         printf("never written device memory reads as NaN\n");
         return 0;
+    } else if (strcmp(c, "static_shared_is_nan") == 0) {
+        // a static __shared__ slot reads as NaN in every block until the block writes it, not as
+        // what the block before wrote (returns 0 when it does)
+        read_static_shared<<<3, 1>>>(d);
+        float host[3];
+        check(cudaMemcpy(host, d, sizeof(host), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        printf("static shared memory before the block writes it: %g %g %g\n", host[0], host[1], host[2]);
+        return isnan(host[0]) && isnan(host[1]) && isnan(host[2]) ? 0 : 1;
     } else if (strcmp(c, "download_lands_at_wait") == 0) {
         // an asynchronous copy to pinned memory lands when the host waits, not before (returns 0 when so)
         float* h = NULL;
