@@ -27,6 +27,8 @@ greedy decoding from those logits. For each model:
   7. return_dict=False: a tuple (loss, logits, ...) with the same numbers
   8. remote code: a request it does not implement (output_hidden_states) and a position past maxT
      are refused with an error, not answered wrongly
+Where lm-eval is installed (this test does not install it): its "hf" model on the fresh exports
+gives the trainer's log-likelihoods of arithmetic answers and its greedy answers (generate_until).
 Then dev/export_hf.py itself: the refusals (one "error: ..." line, exit status 1, nothing written:
 missing, truncated, damaged checkpoints, a NaN weight, a non-empty or non-folder OUTDIR, a wrong
 tokenizer), --force over an earlier export (its stale files go, other files stay), and the
@@ -99,18 +101,19 @@ def header_of(path):
 # ----------------------------------------------------------------------------
 # one exported model against the trainer
 
-def greedy_agrees(name, hf_tokens, ref_tokens, ref_logits):
+def greedy_agrees(name, hf_tokens, ref_tokens, ref_logits, prompt_len=PROMPT):
     """Check 3: hf_tokens are ref_tokens, or agree with them up to a near-tie of the trainer's logits
-    (ref_logits: the trainer's logits of the prompt and its greedy tokens)."""
+    (ref_logits: the trainer's logits of the prompt of prompt_len tokens and its greedy tokens)."""
     scale = np.abs(ref_logits).max()
     k = next((k for k, (a, b) in enumerate(zip(hf_tokens, ref_tokens)) if a != b), None)
     if k is None:
         return check(len(hf_tokens) == len(ref_tokens), name, f"{hf_tokens} against {ref_tokens}")
-    top = np.sort(ref_logits[PROMPT - 1 + k])[-2:]
+    top = np.sort(ref_logits[prompt_len - 1 + k])[-2:]
     margin = (top[1] - top[0]) / scale
-    return check(margin < TOL, f"{name} up to step {k}, a near-tie (margin {margin:.1e})",
-                 f"step {k}: {hf_tokens[k]} against the trainer's {ref_tokens[k]} (margin {margin:.2e}; "
-                 f"tokens {hf_tokens} against {ref_tokens})")
+    tie = margin < TOL
+    return check(tie, name + (f" up to step {k}, a near-tie (margin {margin:.1e})" if tie else ""),
+                 f"step {k}: {hf_tokens[k]} against the trainer's {ref_tokens[k]}, not a near-tie (margin "
+                 f"{margin:.2e}); tokens {hf_tokens} against {ref_tokens}")
 
 
 def model_checks(label, checkpoint, outdir, prompt=None, tokenizer_args=()):
@@ -202,6 +205,45 @@ def model_checks(label, checkpoint, outdir, prompt=None, tokenizer_args=()):
             except error as e:
                 check(True, f"{label}: {what} is refused ({type(e).__name__}: {str(e)[:70]}...)")
     return model
+
+
+# ----------------------------------------------------------------------------
+# lm-eval, when it is installed
+
+PROBLEMS = [("\n17+72=", "98\n"), ("\n97+08=", "501\n"), ("\n32+15=", "74\n"), ("\n5+9=", "41\n"),
+            ("\n60+40=", "001\n"), ("\n1+1=", "2\n")]
+
+
+def lm_eval_checks(label, checkpoint, outdir):
+    """lm-eval's "hf" model (HFLM, as `lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True`
+    builds it) on an export with the byte-level tokenizer: its log-likelihoods of the answers are the
+    trainer's (float64 sums of the trainer's log-softmax, within 1e-4), and generate_until answers
+    with the trainer's greedy tokens."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+    lm = HFLM(pretrained=outdir, trust_remote_code=True, device="cpu", batch_size=4)
+    requests = [Instance("loglikelihood", {}, (ctx, cont), i) for i, (ctx, cont) in enumerate(PROBLEMS)]
+    got = [ll for ll, _ in lm.loglikelihood(requests)]
+    worst = 0.0
+    for (ctx, cont), ll in zip(PROBLEMS, got):
+        toks = [int(t) for t in dc.encode_bytes((ctx + cont).encode())]
+        lg, _ = trainer(checkpoint, toks[:-1])
+        lg = lg.astype(np.float64)
+        m = lg.max(-1, keepdims=True)
+        logp = lg - m - np.log(np.exp(lg - m).sum(-1, keepdims=True))
+        ref = sum(logp[i - 1, toks[i]] for i in range(len(ctx.encode()), len(toks)))
+        worst = max(worst, abs(ll - ref))
+    check(worst <= TOL, f"{label}: lm-eval's log-likelihoods of {len(PROBLEMS)} answers are the trainer's "
+          f"(largest difference {worst:.1e})")
+    until = {"until": ["\n"], "max_gen_toks": 6, "do_sample": False}
+    answers = lm.generate_until([Instance("generate_until", {}, (ctx, until), i) for i, (ctx, _) in enumerate(PROBLEMS)])
+    for (ctx, _), answer in zip(PROBLEMS, answers):
+        prompt = [int(t) for t in dc.encode_bytes(ctx.encode())]
+        _, ref_tokens = trainer(checkpoint, prompt, 6)
+        ref_tokens = ref_tokens[:ref_tokens.index(198)] if 198 in ref_tokens else ref_tokens  # up to the newline
+        ref_logits, _ = trainer(checkpoint, prompt + ref_tokens)
+        greedy_agrees(f"{label}: lm-eval generate_until answers {ctx.strip()} as the trainer ({answer!r})",
+                      [int(t) for t in dc.encode_bytes(answer.encode())], ref_tokens, ref_logits, len(prompt))
 
 
 # ----------------------------------------------------------------------------
@@ -349,7 +391,8 @@ def main():
     args = parser.parse_args()
     WORK = tempfile.mkdtemp(prefix="test_hf_")
     # nothing from the network; the exports' model code is cached inside the work folder
-    os.environ.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=os.path.join(WORK, "modules"), TRANSFORMERS_VERBOSITY="error")
+    os.environ.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=os.path.join(WORK, "modules"), TRANSFORMERS_VERBOSITY="error",
+                      TQDM_DISABLE="1")  # lm-eval's progress bars
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -383,6 +426,13 @@ def main():
         write_llmc_bf16(gpt2_checkpoint, llmc)
         model_checks("gpt2 llm.c bf16", llmc, os.path.join(WORK, "gpt2_llmc_hf"))
 
+        try:
+            import lm_eval  # noqa: F401 (not installed for this test: pip install "lm-eval[hf]")
+            for mode in ("pre", "post", "siamese"):
+                lm_eval_checks(f"fresh {mode}", os.path.join(WORK, f"fresh_{mode}", "model_00000003.bin"),
+                               os.path.join(WORK, f"fresh_{mode}_hf"))
+        except ImportError:
+            print('skip lm-eval: not installed (pip install "lm-eval[hf]" adds its checks)')
         refusal_checks(WORK)
         tokenizer_checks(WORK, os.path.join(WORK, "fresh_siamese_hf"), tiktoken_path, gpt2_checkpoint)
     finally:

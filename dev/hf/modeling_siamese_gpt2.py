@@ -240,9 +240,10 @@ class SiameseGPT2ForCausalLM(SiameseGPT2PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, past_key_values=None,
                 labels=None, use_cache=None, return_dict=None, inputs_embeds=None, output_attentions=None,
-                output_hidden_states=None, cache_position=None, **kwargs):
-        # cache_position (what older generate() passes) says where the new tokens go; the cache's
-        # own length says the same, so it is not needed
+                output_hidden_states=None, **kwargs):
+        # cache_position (which older generate() passes) says where the new tokens go; the cache's
+        # own length says the same
+        kwargs.pop("cache_position", None)
         unsupported = {"inputs_embeds": inputs_embeds, "output_attentions": output_attentions,
                        "output_hidden_states": output_hidden_states, **kwargs}
         asked = [name for name, value in unsupported.items() if value is not None and value is not False]
