@@ -223,7 +223,7 @@ def lm_eval_checks(label, checkpoint, outdir):
     from lm_eval.models.huggingface import HFLM
     lm = HFLM(pretrained=outdir, trust_remote_code=True, device="cpu", batch_size=4)
     requests = [Instance("loglikelihood", {}, (ctx, cont), i) for i, (ctx, cont) in enumerate(PROBLEMS)]
-    got = [ll for ll, _ in lm.loglikelihood(requests)]
+    got = [ll for ll, _ in lm.loglikelihood(requests, disable_tqdm=True)]
     worst = 0.0
     for (ctx, cont), ll in zip(PROBLEMS, got):
         toks = [int(t) for t in dc.encode_bytes((ctx + cont).encode())]
@@ -236,7 +236,8 @@ def lm_eval_checks(label, checkpoint, outdir):
     check(worst <= TOL, f"{label}: lm-eval's log-likelihoods of {len(PROBLEMS)} answers are the trainer's "
           f"(largest difference {worst:.1e})")
     until = {"until": ["\n"], "max_gen_toks": 6, "do_sample": False}
-    answers = lm.generate_until([Instance("generate_until", {}, (ctx, until), i) for i, (ctx, _) in enumerate(PROBLEMS)])
+    answers = lm.generate_until([Instance("generate_until", {}, (ctx, until), i) for i, (ctx, _) in enumerate(PROBLEMS)],
+                                disable_tqdm=True)
     for (ctx, _), answer in zip(PROBLEMS, answers):
         prompt = [int(t) for t in dc.encode_bytes(ctx.encode())]
         _, ref_tokens = trainer(checkpoint, prompt, 6)
@@ -391,8 +392,7 @@ def main():
     args = parser.parse_args()
     WORK = tempfile.mkdtemp(prefix="test_hf_")
     # nothing from the network; the exports' model code is cached inside the work folder
-    os.environ.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=os.path.join(WORK, "modules"), TRANSFORMERS_VERBOSITY="error",
-                      TQDM_DISABLE="1")  # lm-eval's progress bars
+    os.environ.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=os.path.join(WORK, "modules"), TRANSFORMERS_VERBOSITY="error")
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
