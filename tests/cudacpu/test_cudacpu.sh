@@ -81,7 +81,7 @@ run_test "test_gpt2cu BF16, odd shape" reverse tests/bin/test_gpt2cu_cpu "$tmp/o
 run_test "test_gpt2cu BF16, flash shape" warp tests/bin/test_gpt2cu_cpu "$tmp/flash"
 run_test "test_gpt2cu BF16, flash shape" warp-reverse tests/bin/test_gpt2cu_cpu "$tmp/flash"
 
-# each planted bug must make the FP32 test fail
+# each planted bug must make the test fail (FP32; BF16 where the plant says so)
 bash tests/cudacpu/test_planted.sh || failed=1
 
 exit $failed

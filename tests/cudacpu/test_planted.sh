@@ -4,7 +4,8 @@
 # and run on data/test under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh);
 # every plant is in code that runs there, and the test must fail under at least one of the
 # schedules (they run in order until one fails). Prints, for each plant, the first failing line of
-# the test's output.
+# the test's output. A plant marked BF16 is built in BF16 instead: a bug that only that build's
+# tolerances let through.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
 # (make test-cudacpu passes both).
 set -euo pipefail
@@ -19,9 +20,10 @@ objs=""
 for o in $CUDACPU_OBJS; do objs="$objs $root/$o"; done
 failed=0
 
-# plant NAME FILE SED-SCRIPT: the bug, one sed script that must change FILE
+# plant NAME FILE SED-SCRIPT [BF16]: the bug, one sed script that must change FILE
 plant() {
-    local name=$1 file=$2 script=$3
+    local name=$1 file=$2 script=$3 precision=-DENABLE_FP32
+    [ "${4:-}" = BF16 ] && precision=""
     rm -rf "$work/src" "$work/rw"
     mkdir -p "$work/src" "$work/rw"
     cp ./*.cu ./*.cuh "$work/src/"
@@ -35,7 +37,7 @@ plant() {
     line=$( (diff "$file" "$work/src/$file" || true) | sed -n '1s/^\([0-9]*\).*/\1/p')
     (cd "$work/src" && for f in *.cu *.cuh; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
     # shellcheck disable=SC2086
-    if ! $CUDACPU_BUILD -I"$root" -DENABLE_FP32 -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
+    if ! $CUDACPU_BUILD -I"$root" $precision -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
         > "$work/build.txt" 2>&1; then
         cat "$work/build.txt"
         echo "test-planted: $name: the planted source does not build"
@@ -81,5 +83,15 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
     's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
+
+# 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
+#    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
+#    BF16 build's step losses stay within their tolerance, its norm check must fail
+plant "missing __syncthreads in sumsq_kernel" train_gpt2.cu \
+    '/if (threadIdx.x % 32 == 0) { ws\[threadIdx.x \/ 32\] = sum; }/{n;/__syncthreads/d;}' BF16
+
+# 6. the gradient norm 1.25x too large (its square scaled by 1.5625 in every block's partial sum)
+plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
+    's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
 
 exit $failed
