@@ -3,8 +3,10 @@
 # (tests/cudacpu; `make test-dev-cuda` builds tests/bin/dev_cuda/*_cpu and runs this), checked at
 # small sizes: odd row counts (partial blocks and warps), channel counts whose vectors leave lanes
 # idle, vocabularies and sequences that end inside a vector or a tile. Every version of every
-# program must match its CPU reference, under a reversed and a shuffled thread order (a missing
-# barrier shows under one or the other); each program's `ref` check of the reference runs too.
+# program must match its CPU reference under four thread schedules (tests/cudacpu/README.md,
+# "Schedules"): a reversed and a shuffled order of the threads of a block, and each warp of a block
+# alone between barriers, first to last and last to first (a missing barrier between warps with
+# warp operations in between shows only under these); each program's `ref` check runs too.
 # The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
 # (siamese_input_forward version 4 against 1, siamese_input_backward 3 against 1).
 # Timing is skipped there (the programs say so): it waits for a GPU.
@@ -19,7 +21,7 @@ failed=0
 run() {
     local prog=$1 want=$2 schedule
     shift 2
-    for schedule in reverse shuffle:1; do
+    for schedule in reverse shuffle:1 warp warp-reverse; do
         if CUDACPU_SCHEDULE=$schedule "$BIN/${prog}_cpu" "$@" > "$log" 2>&1 &&
             grep -q '^all checked versions match the CPU reference$' "$log" &&
             [ "$(grep -c '^version ' "$log")" = "$want" ]; then
@@ -53,7 +55,8 @@ run siamese_input_backward 1 1 N=3 C=50
 run siamese_input_backward 1 3 N=3 C=50
 run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
 run classifier 1 1 N=3 V=77 Vp=77
-run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64
+run attention_forward 3 B=2 T=144 NH=3  # T ends inside the third tile of 64; the second query tile
+                                        # streams two key tiles, every warp's rows inside T
 run attention_backward 2 B=2 T=80 NH=3 HS=48
 run attention_backward 2 B=1 T=33 NH=2 HS=64
 run column_sums 2 N=333 C=100           # 6 chunks of 56 rows, the last of 53; a last tile of 4 columns
