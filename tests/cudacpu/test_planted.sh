@@ -62,10 +62,10 @@ plant() {
     fi
 }
 
-# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel) add the partial sums
-#    before all of them are written
+# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel and
+#    column_sums_kernel) add the partial sums before all of them are written
 plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
-    '/part_b\[threadIdx.y\]\[threadIdx.x\] = sb;/{n;/__syncthreads/d;}'
+    '/part\[threadIdx.y\]\[threadIdx.x\] = s;/{n;/__syncthreads/d;}'
 
 # 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
 #    (in block_lse, the block-wide log-sum-exp of the classifier: classifier_row_kernel on data/test)
@@ -81,5 +81,22 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
     's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
+
+# 5-8. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
+#    (train_gpt2.cu ln_backward_rounds, ln_grads_finish; siamese.cuh siamese_input_backward_kernel):
+# 5. a missing barrier: the column pass reads the per-row means before every warp has written its row's
+plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" train_gpt2.cu \
+    '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
+# 6. the finish leaves the last block's partial sums out
+plant "ln_grads_finish skips the last block's partial sums" train_gpt2.cu \
+    's/    column_sums(jobs, n, blocks, C);/    column_sums(jobs, n, blocks - 1, C);/'
+# 7. the blocks write their partial sums in another layout than the finish reads (block-major, not
+#    sum-major): every gradient gets other blocks' and other sums' partials
+plant "block partials written block-major, read sum-major" train_gpt2.cu \
+    's/float\* p = partials + ((size_t)s \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + s) * C + i;/'
+# 8. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
+#    instead of dr * yhat
+plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
+    's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
 
 exit $failed
