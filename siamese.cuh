@@ -90,13 +90,17 @@ build: one bf16 (N, C) tensor ("a pass") is 100.7 MB, an fp32 one two passes. Ea
 (N, C) tensors a kernel must read and write from DRAM where each row, once read, stays on chip
 (registers, L1 or L2) while its kernel works on it; dev/cuda/README.md has bytes and FLOPs per
 launch, and the reads a kernel asks of L1/L2 beyond that.
-    input side backward, per sublayer: 14 passes (the least: read du, dx_next, dy_next, x, y, r;
-      write dx, dy, dz_prev), plus 0.19 for the blocks' partial sums (written, then read by
-      ln_grads_finish). A row kernel that writes dr and da to fp32 scratch for a separate
-      three-job column sum moves 31: 22 in its own passes (14 + dr, da written and read back)
-      and 9 in the column sums (du, r, dr, y, da, x read again).
+    input side backward, per sublayer: 14.2 passes: the least, 14 (read du, dx_next, dy_next, x,
+      y, r; write dx, dy, dz_prev), and 0.2 for the statistics and the blocks' partial sums
+      (9.4 MB, written, then read by ln_grads_finish). A row kernel that writes dr and da to fp32
+      scratch for a separate three-job column sum moves 31: 22 in its own passes (14 + dr, da
+      written and read back) and 9 in the column sums (du, r, dr, y, da, x read again). The
+      final merge: 10.2 (no dx_next, dy_next to read) against 35 (their zeroing included).
     update + input side forward, per sublayer: 8 passes (read a_prev, y_prev, z; write x, y, a,
-      r, u), the least; with the row held in registers nothing is read twice from L1/L2 either.
+      r, u), the least; with the row held in registers nothing is read twice from L1/L2 either
+      (a kernel whose every pass re-reads the row issues 16 passes' worth of loads and stores).
+    the plain LayerNorm backward (train_gpt2.cu; pre, post, final LN): 7, 6 and 5 passes, the
+      least, against 10, 9 and 8 with its column sums apart.
 
 Precision: the streams and a, r, u are floatX (bf16 by default); the statistics and every
 gradient here are fp32.
