@@ -507,7 +507,11 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 // The grid (at most LN_GRAD_BLOCKS blocks) and the rows of each block depend only on N, and the
 // columns each thread owns only on C and W: every GPU adds the same numbers in the same order.
 
-#define LN_GRAD_BLOCKS 512  // blocks of a LayerNorm backward kernel, at the most (fewer for N < 4096)
+// At most LN_GRAD_BLOCKS blocks (fewer for N < 4096): enough to give every SM of a large GPU a few
+// blocks, few enough that the partial rows stay small against the rows (9.4 MB for six sums at
+// C = 768, against 1.4 GB that the SiameseNorm backward moves at N = 65536). A first choice, to
+// tune on a GPU (dev/cuda/README.md).
+#define LN_GRAD_BLOCKS 512
 
 // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
 static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
