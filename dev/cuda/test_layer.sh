@@ -51,7 +51,8 @@ run siamese_input_forward 1 4 N=5 C=50  # the folded kernel bit-identical to ver
 run siamese_input_backward 3 N=37 C=264  # version 2: a second, partial block of rows
 run siamese_input_backward 1 1 N=3 C=50
 run siamese_input_backward 1 3 N=3 C=50
-run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 5 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 1 4 N=2 V=120001 Vp=120064  # the trainer's classifier() beyond a tile: 3 tiles, the last partial
 run classifier 1 1 N=3 V=77 Vp=77
 run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64
 run attention_backward 2 B=2 T=80 NH=3 HS=48
