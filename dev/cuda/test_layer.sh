@@ -6,7 +6,8 @@
 # program must match its CPU reference, under a reversed and a shuffled thread order (a missing
 # barrier shows under one or the other); each program's `ref` check of the reference runs too.
 # The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
-# (siamese_input_forward version 4 against 1, siamese_input_backward 3 against 1).
+# (siamese_input_forward version 4 against 1, siamese_input_backward 3 against 1), and both
+# embedding-gradient versions to a CPU sum in their order (encoder_backward).
 # Timing is skipped there (the programs say so): it waits for a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,7 +43,7 @@ ref() {
     fi
 }
 
-for p in siamese_input_forward siamese_input_backward classifier attention_forward vec_kernels; do ref $p; done
+for p in siamese_input_forward siamese_input_backward classifier attention_forward vec_kernels encoder_backward; do ref $p; done
 
 run siamese_input_forward 4 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
 run siamese_input_forward 4 N=9 C=72    # 9 vectors: 23 lanes hold none
@@ -63,6 +64,9 @@ run column_sums 1 1 N=7 C=3
 run vec_kernels 2 N=37 C=264            # 1221 vectors: a partial block of 256 threads; 33 vectors per row
 run vec_kernels 2 N=3 C=8
 run vec_kernels 1 1 N=5 C=50
+# a token at half of 300 positions: 3 chunks of 64, 64, 22 (+ its random repeats); 300 distinct of 301
+run encoder_backward 2 N=300 C=50 V=301
+run encoder_backward 2 N=200 C=264 V=500  # C beyond a block of 256 columns: the finish's second block partial
 
 if [ "$failed" != 0 ]; then echo "test-dev-cuda: FAILED"; exit 1; fi
 echo "test-dev-cuda: every dev/cuda version matches its CPU reference through the CPU execution layer (no timing: that waits for a GPU)"
