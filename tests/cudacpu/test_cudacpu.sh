@@ -73,7 +73,7 @@ done
 run_test "test_gpt2cu FP32, odd shape, a token at half the positions" shuffle:3 tests/bin/test_gpt2cu_fp32_cpu "$tmp/odd_half"
 run_test "test_gpt2cu BF16, odd shape, every token different" reverse tests/bin/test_gpt2cu_cpu "$tmp/odd_distinct"
 
-# each planted bug must make the FP32 test fail
+# each planted bug must make the test fail (FP32; BF16 where the plant says so)
 bash tests/cudacpu/test_planted.sh || failed=1
 
 exit $failed

@@ -5,7 +5,8 @@
 # on data/test, or, for a bug data/test cannot show, the dev/cuda program that checks the kernel
 # alone (BF16, at the sizes dev/cuda/test_layer.sh gives it). Every plant is in code that runs
 # there, and the check must fail under at least one of the schedules (they run in order until one
-# fails). Prints, for each plant, the first failing line of the check's output.
+# fails). Prints, for each plant, the first failing line of the check's output. A plant marked BF16
+# builds test_gpt2cu in BF16 instead: a bug that only that build's tolerances let through.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
 # (make test-cudacpu passes both).
 set -euo pipefail
@@ -20,8 +21,8 @@ objs=""
 for o in $CUDACPU_OBJS; do objs="$objs $root/$o"; done
 failed=0
 
-# plant NAME FILE SED-SCRIPT [PROGRAM ARGS...]: the bug, one sed script that must change FILE; the
-# check: test_gpt2cu on data/test, or the dev/cuda program PROGRAM with ARGS
+# plant NAME FILE SED-SCRIPT [BF16 | PROGRAM ARGS...]: the bug, one sed script that must change
+# FILE; the check: test_gpt2cu (FP32, or BF16) on data/test, or the dev/cuda program PROGRAM with ARGS
 plant() {
     local name=$1 file=$2 script=$3
     shift 3
@@ -39,7 +40,10 @@ plant() {
     line=$( (diff "$file" "$work/src/$file" || true) | sed -n '1s/^\([0-9]*\).*/\1/p')
     (cd "$work/src" && for f in *.cu *.cuh dev/cuda/*; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
     local source="$work/rw/test_gpt2.cu" flags="-DENABLE_FP32" check="test_gpt2cu"
-    if [ $# -gt 0 ]; then
+    if [ "${1:-}" = BF16 ]; then
+        flags="" check="test_gpt2cu BF16"
+        shift
+    elif [ $# -gt 0 ]; then
         source="$work/rw/dev/cuda/$1.cu" flags="-Wno-unknown-pragmas -iquote $work/rw" check="dev/cuda/$*"
         shift
     fi
@@ -90,21 +94,31 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
     's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
 
-# 5. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
+# 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
+#    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
+#    BF16 build's step losses stay within their tolerance, its norm check must fail
+plant "missing __syncthreads in sumsq_kernel" train_gpt2.cu \
+    '/if (threadIdx.x % 32 == 0) { ws\[threadIdx.x \/ 32\] = sum; }/{n;/__syncthreads/d;}' BF16
+
+# 6. the gradient norm 1.25x too large (its square scaled by 1.5625 in every block's partial sum)
+plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
+    's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
+
+# 7. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
 #    into the softmax
 plant "vocabulary bound in classifier_load (i <= V)" train_gpt2.cu \
     's/x\[k\]\[e\] = j \* CLASSIFIER_W + e < V ?/x[k][e] = j * CLASSIFIER_W + e <= V ?/'
 
-# 6. the padding not zeroed: the classifier stores only the units that hold real entries, so the
+# 8. the padding not zeroed: the classifier stores only the units that hold real entries, so the
 #    padding after them keeps its logits (0 in the trainer, whose padded rows of wte are zero: the
 #    kernel's own check, with random padding logits, shows it)
 plant "padding of dlogits not written (units past V skipped)" train_gpt2.cu \
     's/if (j >= Vp \/ CLASSIFIER_W) { continue; }/if (j * CLASSIFIER_W >= V) { continue; }/' \
     classifier 4 N=5 V=301 Vp=304
 
-# 7, 8. the embedding gradient's finish (the chunks of a token at half the positions; data/test has
-#    no token with more than one chunk): a chunk left out, then the chunks added in reverse order
-#    (the sum changes in its last bits: the kernel's check is bit for bit)
+# 9, 10. the embedding gradient's finish (the chunks of a token at half the positions; data/test
+#    has no token with more than one chunk): a chunk left out, then the chunks added in reverse
+#    order (the sum changes in its last bits: the kernel's check is bit for bit)
 plant "a chunk skipped in wte_finish_kernel" train_gpt2.cu \
     '/^__global__ void wte_finish_kernel/,/^}/s/s < split_first\[k + 1\]; s++/s < split_first[k + 1] - 1; s++/' \
     encoder_backward 2 N=300 C=50 V=301
