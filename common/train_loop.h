@@ -44,7 +44,9 @@ typedef struct {
     // one AdamW step (t is 1-based) of parameters [lo, hi) on the gradients multiplied by grad_scale
     void (*update)(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                    int t, size_t lo, size_t hi);
-    // row `row` (b * T + t of the last forward pass) of the logits, padded_vocab_size floats
+    // row `row` (b * T + t of the last forward pass) of the logits, padded_vocab_size floats; the
+    // last forward pass must have had no targets (the CUDA trainer's classifier overwrites the
+    // logits of one with targets by their gradient)
     const float* (*logits_row)(void* self, size_t row);
     // the fp32 weights (all num_parameters of them; at least those whose moments the trainer holds
     // are current) and the AdamW moments it holds (parameters [opt_lo, opt_hi) of TrainRun), for a
