@@ -1351,6 +1351,7 @@ typedef struct {
     float* dr;    // (B, T, C) siamese: dL/dr, r = a + LN(y)
     float* da;    // (B, T, C) siamese: dL/da
     float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
+    float* att_dq;   // flash attention: the dQ splits (flash_dq_acc_floats_upto; empty otherwise)
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
 
@@ -1360,7 +1361,8 @@ static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, in
     size_t A = flash == 0;  // the old attention path's head tensors
     size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, A * BT * C, A * BT * C, A * BT * C, A * B * NH * T * T,
                    A * BT * C, A * BT * C, A * BT * C, A * BT * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C, (1 - A) * B * NH * T};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C, (1 - A) * B * NH * T,
+                   A ? 0 : flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
     for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
@@ -1423,7 +1425,7 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
-    int flash_tile;                // flash attention's tile (TRAIN_GPT2CU_KERNELS=flash), 0: the T x T path
+    int flash_tile;                // 1: flash attention (TRAIN_GPT2CU_KERNELS=flash), 0: the T x T path
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // pinned host (B, T) tokens of the last forward pass
     int* targets;                  // pinned host (B, T) its targets
@@ -1527,7 +1529,7 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->flash_tile = 0;
     if (new_kernel_on(KERNEL_FLASH)) {
         char why[200];
-        m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
+        m->flash_tile = flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why));
         if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
     }
     fill_activation_sizes(ax, af, cfg, B, T, m->flash_tile > 0);
@@ -1669,7 +1671,7 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
         AttentionScratch sc = attention_scratch(&m->sx);
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
         if (m->flash_tile) {
-            flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH, m->flash_tile);
+            flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH);
         } else {
             attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
         }
@@ -1824,8 +1826,8 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
         if (m->flash_tile) {
-            flash_attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
-                                     m->af.att_lse + lBT * NH, m->sf.att_dot, B, T, C, NH, m->flash_tile);
+            flash_attention_backward(sc->dqkv, m->sf.att_dq, m->sf.att_dot, sc->datty, a->qkv + lBT * 3 * C,
+                                     a->atty + lBT * C, m->af.att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
         } else {
             AttentionScratch as = attention_scratch(sc);
             attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);

@@ -58,15 +58,17 @@ for b in FP32:tests/bin/train_gpt2cu_fp32_cpu BF16:tests/bin/train_gpt2cu_cpu; d
     rm -rf "$work/fold_none" "$work/fold_fold"
 done
 
-# plant KERNEL FILE 'sed expression' DESCRIPTION: the planted copy must fail a check (FP32 build;
-# one layer and one sequence of 77 tokens, to keep it short: still a tail tile and two column-sum chunks)
+# plant KERNEL FILE 'sed expression' DESCRIPTION [DUMPS]: the planted copy must fail a check (FP32
+# build; by default one layer and one sequence of 77 tokens, to keep it short: still a tail tile and
+# two column-sum chunks)
 ./test_gpt2 --write "$work/ref1" 1,128,2,301,77,1 > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
+./test_gpt2 --write "$work/ref_att" 1,64,2,301,150,1 > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
 mkdir -p "$work/base"  # the sources, built once; each plant starts from a copy (only its file rebuilds)
 git ls-files -z | xargs -0 cp --parents -t "$work/base"
 make --no-print-directory -C "$work/base" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1 ||
     { cat "$work/build.log"; echo "FAIL the unplanted copy does not build"; exit 1; }
 plant() {
-    local kernel=$1 file=$2 expr=$3 what=$4
+    local kernel=$1 file=$2 expr=$3 what=$4 ref=${5:-$work/ref1}
     rm -rf "$work/src" && cp -a "$work/base" "$work/src"
     sleep 1  # a newer time stamp than the copied build's
     sed -i -e "$expr" "$work/src/$file"
@@ -74,19 +76,29 @@ plant() {
     if ! make --no-print-directory -C "$work/src" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1; then
         cat "$work/build.log"; echo "FAIL plant '$what': the planted copy does not build"; failed=1; return
     fi
-    TRAIN_GPT2CU_KERNELS=$kernel "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$work/ref1" > "$work/log" 2>&1
+    TRAIN_GPT2CU_KERNELS=$kernel "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$ref" > "$work/log" 2>&1
     if grep -q '^[0-9]* checks FAILED' "$work/log"; then
         echo "ok   plant '$what' ($kernel) fails: $(grep -m1 'FAIL' "$work/log" | sed 's/^ *//')"
     else
         cat "$work/log"; echo "FAIL plant '$what' ($kernel): test_gpt2cu did not fail a check"; failed=1
     fi
 }
-plant flash attention.cuh 's/{ O\[r \* sm.ld_a + c\] \*= corr; }/{ }/' "output accumulator not rescaled"
-plant flash attention.cuh 's/float l_new = l_old \* corr + warp_sum(sum);/float l_new = l_old + warp_sum(sum);/' \
-    "running softmax sum not rescaled"
-plant flash attention.cuh 's/dim3 grid(ceil_div(T, tile), BNH);/dim3 grid(T \/ tile, BNH);/' "tail tile dropped (T / tile blocks)"
-plant flash attention.cuh 's/k0 + j <= t \&\& t < T/k0 + j < t \&\& t < T/' "forward mask off by one (diagonal excluded)"
-plant flash attention.cuh 's/if (tk <= tq \&\& tq < T) {/if (tk <= tq \&\& tq < T - 1) {/' "backward skips the last query"
+# flash attention at L 1, C 64, NH 2 (head size 32), T 150 (three 64-row tiles, the last partial), B 1:
+# the backward pass takes 2 dQ splits there, the first with two key tiles
+plant flash attention.cuh 's/float p = k0 + col + e <= t ? /float p = k0 + col + e < t ? /' \
+    "forward mask off by one (diagonal excluded)" "$work/ref_att"
+plant flash attention.cuh 's/dim3 grid(B \* NH, ceil_div(T, FA_QUERIES));/dim3 grid(B * NH, T \/ FA_QUERIES);/' \
+    "forward drops the tail query tile (T / 64 blocks)" "$work/ref_att"
+plant flash attention.cuh 's/l_run = l_run \* corr + sum;/l_run = l_run + sum;/' "forward running sum not rescaled" "$work/ref_att"
+plant flash attention.cuh '0,/for (int c = 0; c < NF; c++) { o\[c\].x\[i\] \*= f; }/s//for (int c = 0; c < NF; c++) { }/' \
+    "forward output accumulator not rescaled" "$work/ref_att"
+plant flash attention.cuh 's/float p = k0 + r0 + row <= q0 + col ? /float p = k0 + r0 + row < q0 + col ? /' \
+    "backward mask off by one (diagonal excluded)" "$work/ref_att"
+plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/float ds = p * dp.x[i] * scale;/' \
+    "backward dS without the row term D" "$work/ref_att"
+plant flash attention.cuh 's/if (kt == split) {/if (kt == 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/ref_att"
+plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
+    "dQ sum leaves out the split of the diagonal key tile" "$work/ref_att"
 plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { tw +=/for (int k = 0; k + 1 < splits; k++) { tw +=/' \
     "column sums drop the last chunk"
 plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
