@@ -228,13 +228,20 @@ test-plot:
 	else echo "test-plot: skipped: python3 not found"; fi
 
 # several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on
-# and off, errors, a killed rank; the CUDA trainer's path through the CPU execution layer (skipped
-# without Open MPI: bash dev/install_mpi.sh installs it)
+# and off, errors, a killed rank, a parameter count 2 and 3 do not divide; the CUDA trainer's host
+# path through the CPU execution layer, and its NCCL path with tests/fake_nccl/nccl.h as NCCL
+# (skipped without Open MPI: bash dev/install_mpi.sh installs it)
 tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
-test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic \
-	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu)
+# the shard layout alone (common/dist.h, no MPI needed): every n up to 300 over 1 to 13 ranks
+tests/bin/test_dist_shards: tests/test_dist_shards.c tests/harness.h $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic tests/bin/test_dist_shards \
+	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu \
+		$(if $(filter 1,$(MPI)),tests/bin/train_gpt2cu_fakenccl_cpu))
+	./tests/bin/test_dist_shards
 	bash tests/test_dist.sh
 
 # the kernels behind TRAIN_GPT2CU_KERNELS through the CPU execution layer: a shape the stored dumps

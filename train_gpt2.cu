@@ -1405,10 +1405,12 @@ typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters;
+    size_t padded_parameters;      // the length of params_x_memory and grads_memory: num_parameters and
+                                   // zeros up to a multiple of the ranks (common/dist.h; set by main)
     float* host_params;            // host fp32: checkpoint load and save
     float* params_memory;          // device fp32 master weights, of parameters [opt_lo, opt_hi)
-    floatX* params_x_memory;       // device floatX working copy, all parameters
-    float* grads_memory;           // device fp32
+    floatX* params_x_memory;       // device floatX working copy, all parameters (and the zero padding)
+    float* grads_memory;           // device fp32 (and the zero padding)
     float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
     float* v_memory;               // device fp32 AdamW second moment, of the same
     size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
@@ -1492,12 +1494,16 @@ static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
 static void gpt2_upload_params(GPT2* m) {
     size_t n = m->num_parameters;
     if (m->opt_hi == 0) { m->opt_hi = n; }
+    if (m->padded_parameters < n) { m->padded_parameters = n; }
     size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
-    m->params_x_memory = (floatX*)cuda_malloc_check(n * sizeof(floatX), "working weights");
+    m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
     point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
     float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
     cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
     cast_to_x(m->params_x_memory, all, n);
+    if (m->padded_parameters > n) {
+        cudaCheck(cudaMemset(m->params_x_memory + n, 0, (m->padded_parameters - n) * sizeof(floatX)));
+    }
     if (held == n) {
         m->params_memory = all;
         point_parameters(&m->params, m->params_memory, m->param_sizes);
@@ -1514,14 +1520,14 @@ static void gpt2_upload_params(GPT2* m) {
 // allocates, once, everything training with micro-batches of (B, T) needs
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    size_t BT = (size_t)B * T, n = m->num_parameters;
+    size_t BT = (size_t)B * T;
     m->batch_size = B;
     m->seq_len = T;
-    m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
-    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params
+    m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
+    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params, with padded_parameters
     m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
     m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
-    cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
@@ -1809,7 +1815,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 // ----------------------------------------------------------------------------
 // backward
 
-static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float))); }
+static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float))); }
 
 // backward of the block of sublayer s of layer l given dz: du = (beta 0) or += (beta 1) dL/du,
 // in fp32, and the weight gradients
@@ -2107,11 +2113,12 @@ int main(int argc, char** argv) {
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
+    model.padded_parameters = run.dist.padded;  // the collectives' equal shards (common/dist.h)
     gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
     printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
-           (model.num_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
+           (model.padded_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 

@@ -55,7 +55,8 @@ typedef struct {
     void (*load_moments)(void* self, const float* m, const float* v);
     // several ranks: the gradient buffer (num_parameters floats) the ranks sum, and the weights the
     // forward pass reads (`*elem_bytes` each), which a sharded update changes and the ranks gather
-    // (both in GPU memory in the CUDA trainer: common/dist.h moves them with NCCL or through the host)
+    // (both in GPU memory in the CUDA trainer, padded with zeros to Dist.padded elements:
+    // common/dist.h moves them with NCCL or through the host)
     float* (*grads)(void* self);
     void* (*working_weights)(void* self, size_t* elem_bytes);
     // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
@@ -273,8 +274,8 @@ static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* mo
     free(m);
 }
 
-// One optimizer step's gradients, summed over the ranks (reduce-scatter, rank order), then their
-// global norm (squares summed over each rank's shard, then over the ranks in rank order). With
+// One optimizer step's gradients, summed over the ranks (reduce-scatter: in rank order on the host
+// path, in NCCL's order with NCCL, common/dist.h), then their global norm (squares summed over each rank's shard, then over the ranks in rank order). With
 // one rank this is the norm of the gradients. With -z 0 the summed shards go to every rank.
 static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, void* model) {
     Dist* d = &r->dist;

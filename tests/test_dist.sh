@@ -15,12 +15,23 @@
 #      and weights go through host memory as on a GPU build without NCCL: 2 ranks against 1
 #      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact;
 #      the BF16 build (whose ranks gather bf16 working weights with -z 1): -z 0 and -z 1 identical
+#   g. a parameter count that divides by neither 2 nor 3 (d9c25h5: 107575 parameters; shards of
+#      ceil(n / N), the last rank's shorter; the shard boundaries fall in weights that get gradients,
+#      not in the rows of wpe that T 32 leaves untouched): 2 and 3 ranks against 1 process (1e-6
+#      relative), 3 ranks -z 0 and -z 1 bit-identical, a 3-rank resume from step 3 exact, 1 process
+#      resumed from the 3-rank checkpoint on the same loss curve
+#   h. common/dist.h's NCCL path in the BF16 CUDA trainer through the CPU execution layer, NCCL
+#      played by tests/fake_nccl/nccl.h, which checks every call (one ncclReduceScatter and one
+#      ncclAllGather a step, in place, equal counts of ceil(n / N), inside the device allocations,
+#      the padding zero before and after) and adds in rank order: on the model of g with 2 and 3
+#      ranks, -z 1 and -z 0, 2 steps: the same checkpoint files as the host path's, the expected calls
 # KEEP=1 keeps the work folder. Closes with "N passed, N failed" (exit 1 when anything failed).
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2}
 TRAIN_CU=${TRAIN_CU:-tests/bin/train_gpt2cu_fp32_cpu}  # section f, where they are built
 TRAIN_CU_BF16=${TRAIN_CU_BF16:-tests/bin/train_gpt2cu_cpu}
+TRAIN_CU_NCCL=${TRAIN_CU_NCCL:-tests/bin/train_gpt2cu_fakenccl_cpu}  # section h
 CKPT_DIFF=${CKPT_DIFF:-tests/bin/ckpt_diff}
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 if ! command -v mpirun > /dev/null 2>&1; then
@@ -209,6 +220,60 @@ if [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi;
     same_files "$CU_LABEL: -z 0 and -z 1 (bf16 working weights gathered)" "$W/bf16_two" "$W/bf16_two_z0" 4
 else
     echo "skip f. the BF16 CUDA trainer through the CPU execution layer: $TRAIN_CU_BF16 not built with MPI"
+fi
+
+# g. a parameter count that 2 and 3 do not divide: the last rank's shard is shorter
+O=(-e d9c25h5 -b 4 -t 32 -d 768 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)  # 6 micro-batches a step: 3, 2 per rank
+train odd_one 0 "${O[@]}"
+train odd_two 2 "${O[@]}"
+train odd_three 3 "${O[@]}"
+train odd_three_z0 3 "${O[@]}" -z 0
+odd_n=$(sed -n 's/^model: .* \([0-9]*\) parameters$/\1/p' "$W/odd_one.out")
+if [ -n "$odd_n" ] && [ $((odd_n % 2)) != 0 ] && [ $((odd_n % 3)) != 0 ]; then
+    ok "d9c25h5: $odd_n parameters: the last of 2 ranks holds $((odd_n - (odd_n + 1) / 2)), of 3 ranks $((odd_n - 2 * ((odd_n + 2) / 3))) (shards of $(((odd_n + 1) / 2)) and $(((odd_n + 2) / 3)))"
+else
+    bad "d9c25h5: a parameter count that divides by neither 2 nor 3 expected, not '$odd_n'" "$W/odd_one.out"
+fi
+for name in odd_one odd_two odd_three odd_three_z0; do losses "$name" > "$W/$name.txt"; done
+agree "odd model: 2 ranks vs 1 process, 6 steps and 2 validations" "$W/odd_one.txt" "$W/odd_two.txt" 8
+agree "odd model: 3 ranks vs 1 process, 6 steps and 2 validations" "$W/odd_one.txt" "$W/odd_three.txt" 8
+cmp -s "$W/odd_three.txt" "$W/odd_three_z0.txt" && ok "odd model, 3 ranks: -z 0 and -z 1, same losses (bits)" \
+    || bad "odd model, 3 ranks: -z 0 and -z 1 differ" "$W/odd_three_z0.txt"
+same_files "odd model, 3 ranks: -z 0 and -z 1" "$W/odd_three" "$W/odd_three_z0" 6
+for run in odd_resume_three:3 odd_resume_one:0; do
+    IFS=: read -r name ranks <<< "$run"
+    mkdir -p "$W/$name"
+    cp "$W/odd_three/model_00000003.bin" "$W/odd_three/state_00000003.bin" "$W/$name/"
+    train "$name" "$ranks" "${O[@]}" -y 1
+    losses "$name" 4 > "$W/$name.txt"
+done
+same_files "odd model, 3 ranks: resumed from step 3 vs straight" "$W/odd_three" "$W/odd_resume_three" 6
+losses odd_three 4 > "$W/odd_three_tail.txt"
+agree "odd model: 1 process resumed from the 3-rank checkpoint of step 3 vs 3 ranks straight" \
+    "$W/odd_three_tail.txt" "$W/odd_resume_one.txt" 4
+
+# h. the NCCL path, NCCL played by tests/fake_nccl/nccl.h, against the host path (BF16 CUDA trainer)
+if [ -n "$odd_n" ] && [ -x "$TRAIN_CU_NCCL" ] && [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi; then
+    P=(-e d9c25h5 -b 2 -t 16 -d 192 -x 2 -u 5 -v 0 -k 2 -s 0)
+    for ranks in 2 3; do
+        BIN=$TRAIN_CU_BF16 train "host_odd_$ranks" "$ranks" "${P[@]}"
+        for z in 1 0; do
+            BIN=$TRAIN_CU_NCCL CUDACPU_DEVICES=$ranks FAKE_NCCL_PARAMETERS=$odd_n train "nccl_odd_${ranks}_z$z" "$ranks" \
+                "${P[@]}" -z "$z"
+            same_files "NCCL path (fake NCCL), $ranks ranks, -z $z vs the host path" "$W/host_odd_$ranks" \
+                "$W/nccl_odd_${ranks}_z$z" 2
+            shard=$(((odd_n + ranks - 1) / ranks))
+            elem=$([ "$z" = 1 ] && echo 2 || echo 4)  # -z 1 gathers the bf16 weights, -z 0 the fp32 gradients
+            want="fake NCCL: rank 0 of $ranks: 2 ncclReduceScatter of $shard floats, 2 ncclAllGather of $((shard * elem)) bytes"
+            if grep -qx "$want" "$W/nccl_odd_${ranks}_z$z.err" && [ "$(grep -c '^fake NCCL: rank' "$W/nccl_odd_${ranks}_z$z.err")" = "$ranks" ]; then
+                ok "NCCL path, $ranks ranks, -z $z: every rank's calls checked; $want"
+            else
+                bad "NCCL path, $ranks ranks, -z $z: expected '$want' from each of $ranks ranks" "$W/nccl_odd_${ranks}_z$z.err"
+            fi
+        done
+    done
+else
+    echo "skip h. the NCCL path with the fake NCCL: $TRAIN_CU_NCCL or $TRAIN_CU_BF16 not built with MPI"
 fi
 
 cli_summary test-dist
