@@ -248,7 +248,7 @@ __device__ __forceinline__ void fa_fetch(FaTileRegs<ROWS, HSP>& r, const floatX*
                                          int HS, bool wide) {
     typedef FaTileRegs<ROWS, HSP> R;
     if (!wide) { return; }
-FA_UNROLLED
+    FA_UNROLLED
     for (int i = 0; i < R::count; i++) {
         int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC, t = t0 + row;
         if (t < T && c < HS) {
@@ -265,7 +265,7 @@ __device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* d
                                        size_t stride, int t0, int T, int HS, bool wide) {
     typedef FaTileRegs<ROWS, HSP> R;
     if (wide) {
-FA_UNROLLED
+        FA_UNROLLED
         for (int i = 0; i < R::count; i++) {
             int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC;
             *(FaVec*)(dst + row * ld + c) = r.v[i];
@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
             fa_fetch(vr, qrows + 2 * C, stride, k0 + BC, T, HS, wide);
         }
         // S = Q K^T for the warp's 16 rows
-FA_ROLLED
+        FA_ROLLED
         for (int j = 0; j < BC / 16; j++) {
             FaAcc s;
             fa_zero(s);
@@ -436,7 +436,7 @@ FA_ROLLED
             float f = rowf[fa_row(idx, i)];
             for (int c = 0; c < NF; c++) { o[c].x[i] *= f; }
         }
-FA_ROLLED
+        FA_ROLLED
         for (int kk = 0; kk < BC / 16; kk++) {
             FaA<FaRow> pa;
             fa_load(pa, P + 16 * kk, L::LDP);
@@ -825,7 +825,7 @@ static void flash_forward_launch(floatX* out, float* lse, const floatX* qkv, int
         allowed = true;
     }
     dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
-    float scale_log2 = FA_LOG2E / sqrtf((float)HS);
+    float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
     flash_forward_kernel<HSP><<<grid, FA_THREADS, FaForwardSmem<HSP>::bytes>>>(out, lse, qkv, T, NH, HS, scale_log2, wide);
     cudaCheckLaunch();
 }
