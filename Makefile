@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-new-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -244,14 +244,14 @@ test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic 
 	./tests/bin/test_dist_shards
 	bash tests/test_dist.sh
 
-# the kernels behind TRAIN_GPT2CU_KERNELS through the CPU execution layer: a shape the stored dumps
-# lack, and planted bugs that must fail (tests/test_new_kernels.sh)
-test-new-kernels: test_gpt2
-	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-new-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
-	else bash tests/test_new_kernels.sh; fi
+# the CUDA trainer's kernels through the CPU execution layer: a shape the stored dumps lack (flash
+# attention's tail tile, several column-sum chunks), and planted bugs that must fail (tests/test_kernels.sh)
+test-kernels: test_gpt2
+	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
+	else bash tests/test_kernels.sh; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-new-kernels test-cu-training test-lt-fault
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-kernels test-cu-training test-lt-fault
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

@@ -11,7 +11,7 @@ function here does nothing, so a single process runs exactly the code it always 
 One optimizer step on N ranks (common/train_loop.h drives it):
 
     1. every rank runs grad_accum / N micro-batches of its own slice of the batch
-       (common/dataloader.h: rank r reads the r-th B*T tokens of each chunk of N*B*T)
+       (common/dataloader.h: of every N windows of B*T tokens of the data, rank r reads the r-th)
     2. reduce-scatter: the parameters are cut into N contiguous shards (below); rank r receives
        shard r of the sum of every rank's gradients. Who adds in which order depends on the
        transport (below): on the host path in rank order, with NCCL in the order of its algorithm

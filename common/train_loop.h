@@ -129,8 +129,9 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     r->config = cfg;
     r->num_parameters = num_parameters;
     args_check_model(a, cfg);
-    // several ranks: each reads its own B*T slice of every chunk of ranks*B*T tokens, and the
-    // parameters are cut into one shard per rank (common/dist.h)
+    // several ranks: of every `ranks` windows of B*T tokens of the data each reads its own (the
+    // ranks of a step read the windows one process reads), and the parameters are cut into one
+    // shard per rank (common/dist.h)
     Dist* d = &r->dist;
     long per_micro = (long)a->B * a->T * d->size;
     if (!a->total_batch_given) { a->total_batch = per_micro; }  // -d not given: no accumulation

@@ -3,7 +3,9 @@
 # trainer, on a tiny fresh model (2 layers, C 32) and the default arithmetic data, one thread per
 # rank. make test runs it (`make test-dist`); it skips, saying why, without mpirun or an MPI build.
 #   a. 2 ranks against 1 process with the same total batch -d (4 micro-batches: 2 per rank):
-#      20 steps' losses and the validation losses agree to 1e-6 relative, the final weights closely
+#      20 steps' losses and the validation losses agree to 1e-6 relative, the final weights to 1e-5
+#      of the largest weight; the same with a seeded data order (-S, two seeds, 8 steps), one of
+#      them starting near the end of the data so that it wraps around within a step
 #   b. two 2-rank runs are bit-identical (losses, norms, checkpoint files); so are -z 0 and -z 1
 #   c. a 2-rank run stopped at step 10 and resumed gives the same files as the run straight through;
 #      resumed with 1 rank from the 2-rank checkpoint (and with 2 from the 1-process one) it
@@ -13,7 +15,8 @@
 #      while the job runs and is gone after it; the checkpoints written before are resumable
 #   f. the CUDA trainer (FP32) through the CPU execution layer (tests/cudacpu), where its gradients
 #      and weights go through host memory as on a GPU build without NCCL: 2 ranks against 1
-#      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact;
+#      process (6 steps; with -S, two seeds, 4 steps), -z 0 and -z 1 bit-identical, a resume from
+#      step 3 with 2 ranks exact;
 #      the BF16 build (whose ranks gather bf16 working weights with -z 1): -z 0 and -z 1 identical
 #   g. a parameter count that divides by neither 2 nor 3 (d9c25h5: 107575 parameters; shards of
 #      ceil(n / N), the last rank's shorter; the shard boundaries fall in weights that get gradients,
@@ -82,6 +85,43 @@ agree() {
               printf "%d values, worst relative difference %.2e (%s)\n", n, worst, at; exit worst > 1e-6 }')
     if [ $? = 0 ]; then ok "$1: $report"; else bad "$1: $report"; fi
 }
+# ranks_vs_one TITLE ONE TWO MIN FLAGS...: runs $BIN with FLAGS as one process (-o $W/ONE) and as
+# 2 ranks (-o $W/TWO); every step's loss and the validation losses agree to 1e-6 relative (at least
+# MIN values), the final checkpoints' weights to 1e-5 of the largest weight; with -S, both runs
+# print the same seeded start of the data
+ranks_vs_one() {
+    local title=$1 one=$2 two=$3 min=$4 last diff_line
+    shift 4
+    train "$one" 0 "$@"
+    train "$two" 2 "$@"
+    losses "$one" > "$W/$one.txt"
+    losses "$two" > "$W/$two.txt"
+    agree "$title" "$W/$one.txt" "$W/$two.txt" "$min"
+    last=$(ls "$W/$one" | grep '^model_.*\.bin$' | tail -n 1)
+    diff_line=$("$CKPT_DIFF" "$W/$one/$last" "$W/$two/$last" 2>&1)
+    if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "$title: final weights ($last): $diff_line"
+    else bad "$title: final weights ($last): $diff_line"; fi
+    grep -H "^data order:" "$W/$one.out" "$W/$two.out" > "$W/$two.order"
+    if [ -s "$W/$two.order" ]; then
+        [ "$(wc -l < "$W/$two.order")" = 2 ] && [ "$(cut -d: -f2- "$W/$two.order" | uniq | wc -l)" = 1 ] \
+            && ok "$title: the same start, $(grep "^data order:" "$W/$one.out")" \
+            || bad "$title: another start of the data on 2 ranks" "$W/$two.order"
+    fi
+}
+# near_end NAME WINDOWS: the run NAME's seeded start lies at most WINDOWS windows of B*T = 128
+# tokens before the end of the (single) training shard of the arithmetic data, so that the data
+# wraps around to its start within the run (the seeds are picked for that; a change of the data or
+# of the seeded start needs other seeds)
+near_end() {
+    local start tokens
+    start=$(sed -n 's/^data order: .* token \([0-9]*\)$/\1/p' "$W/$1.out")
+    tokens=$((($(stat -c %s data/arithmetic/arithmetic_train.bin) - 1024) / 2))
+    if [ -n "$start" ] && [ $(((tokens - start - 1) / 128)) -le "$2" ]; then
+        ok "$1: the data starts $(((tokens - start - 1) / 128)) windows of 128 tokens before the end of the shard"
+    else
+        bad "$1: the seeded start ${start:-?} is not within $2 windows of the end of the $tokens tokens: pick another seed"
+    fi
+}
 same_files() {  # same_files TITLE DIR_A DIR_B STEP: the checkpoint pair of STEP byte for byte
     local s
     s=$(printf %08d "$4")
@@ -96,14 +136,14 @@ make -s data/arithmetic > /dev/null || { echo "test-dist: cannot make data/arith
 # 20 steps of 4 micro-batches of 4 x 32 tokens (one process) = 2 per rank (two ranks)
 F=(-e d2c32h2 -b 4 -t 32 -d 512 -x 20 -u 5 -v 10 -m 4 -k 16 -s 0 -n 10)
 
-# a. 2 ranks against 1 process
-train one 0 "${F[@]}"
-train two 2 "${F[@]}"
-losses one > "$W/one.txt"
-losses two > "$W/two.txt"
-agree "2 ranks vs 1 process, 20 steps and 2 validations" "$W/one.txt" "$W/two.txt"
-diff_line=$("$CKPT_DIFF" "$W/one/model_00000020.bin" "$W/two/model_00000020.bin")
-if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "final weights, 2 ranks vs 1: $diff_line"; else bad "final weights, 2 ranks vs 1: $diff_line"; fi
+# a. 2 ranks against 1 process; then with a seeded data order (-S), 8 steps: seed 1 starts inside
+# the shard, seed 3706 seven windows of B*T before its end, so the data wraps around to the start of
+# the shard in the middle of step 2 (between micro-batches that one rank reads)
+ranks_vs_one "2 ranks vs 1 process, 20 steps and 2 validations" one two 10 "${F[@]}"
+for seed in 1 3706; do
+    ranks_vs_one "-S $seed: 2 ranks vs 1 process, 8 steps" "one_s$seed" "two_s$seed" 8 "${F[@]}" -x 8 -S "$seed"
+done
+near_end one_s3706 7
 grep -q "2 ranks (AdamW state sharded, ZeRO-1)" "$W/two.out" && grep -q "this rank's shard" "$W/two.out" \
     && ok "the batch and memory lines name the ranks and the shard" || bad "batch/memory lines" "$W/two.out"
 if [ "$(grep -c '^step 20/20' "$W/two.out")" = 1 ] && [ ! -s "$W/two.err" ]; then
@@ -195,14 +235,18 @@ fi
 if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
     G=(-e d2c32h2 -b 4 -t 32 -d 256 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)
     CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU"))"
-    BIN=$TRAIN_CU train cu_one 0 "${G[@]}"
-    BIN=$TRAIN_CU train cu_two 2 "${G[@]}"
+    BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" cu_one cu_two 8 "${G[@]}"
+    # seeded (4 steps of 2 micro-batches): seed 3706 wraps around to the start in step 4, between
+    # the micro-batch of rank 0 and that of rank 1
+    for seed in 1 3706; do
+        BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: -S $seed: 2 ranks vs 1 process, 4 steps" "cu_one_s$seed" "cu_two_s$seed" 4 \
+            "${G[@]}" -x 4 -v 4 -n 0 -S "$seed"
+    done
     BIN=$TRAIN_CU train cu_two_z0 2 "${G[@]}" -z 0
     mkdir -p "$W/cu_resume"
     cp "$W/cu_two/model_00000003.bin" "$W/cu_two/state_00000003.bin" "$W/cu_resume/"
     BIN=$TRAIN_CU train cu_resume 2 "${G[@]}" -y 1
-    for name in cu_one cu_two cu_two_z0; do losses "$name" > "$W/$name.txt"; done
-    agree "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" "$W/cu_one.txt" "$W/cu_two.txt" 8
+    losses cu_two_z0 > "$W/cu_two_z0.txt"
     cmp -s "$W/cu_two.txt" "$W/cu_two_z0.txt" && ok "$CU_LABEL: -z 0 and -z 1, same losses (bits)" \
         || bad "$CU_LABEL: -z 0 and -z 1 differ" "$W/cu_two_z0.txt"
     same_files "$CU_LABEL: -z 0 and -z 1" "$W/cu_two" "$W/cu_two_z0" 6
