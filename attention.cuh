@@ -759,14 +759,19 @@ static inline int flash_backward_queries(int HSP) {
     return flash_at_padded_hs(HSP, [](auto hs) { return FaTiles<decltype(hs)::value>::bwd_queries; });
 }
 
-// whether attention runs at head size HS on this GPU: 0 and a reason (one line) if not
-static int flash_attention_supported(int HS, char* why, size_t cap) {
-    int HSP = flash_padded_hs(HS);
-    if (HSP == 0) {
+// whether the kernels take head size HS (no GPU needed): 0 and a reason (one line) if not
+static int flash_head_size_supported(int HS, char* why, size_t cap) {
+    if (flash_padded_hs(HS) == 0) {
         snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
         return 0;
     }
-    int dev = 0, limit = 0;
+    return 1;
+}
+
+// ... and on this GPU (their shared memory per block)
+static int flash_attention_supported(int HS, char* why, size_t cap) {
+    if (!flash_head_size_supported(HS, why, cap)) { return 0; }
+    int HSP = flash_padded_hs(HS), dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     size_t need = flash_forward_smem(HSP) > flash_backward_smem(HSP) ? flash_forward_smem(HSP) : flash_backward_smem(HSP);
