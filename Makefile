@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-hf test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -213,6 +213,16 @@ tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEA
 
 test-llmc: tests/bin/test_llmc dev/llmc_convert
 	./tests/bin/test_llmc dev/llmc_convert
+
+# models exported for Hugging Face transformers (dev/export_hf.py) against the CPU trainer's logits
+# and greedy tokens (tests/bin/trainer_logits), every norm mode. Not part of `make test`: it needs
+# torch (not installed for you) and installs transformers, safetensors and tiktoken with pip when
+# they are missing (tests/test_hf.sh)
+tests/bin/trainer_logits: tests/trainer_logits.c train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-hf: train_gpt2 tests/bin/trainer_logits tests/bin/mkshard data/arithmetic
+	bash tests/test_hf.sh
 
 # the residual-stream measurements of dev/experiments/mechanism.sh (the program includes train_gpt2.c)
 dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEADERS)
