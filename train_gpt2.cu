@@ -12,11 +12,12 @@ Precision (the default BF16 build):
   - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
     working copy that the forward and backward passes read; a copy-down kernel refreshes the
     working copy after every AdamW step;
-  - activations (the streams, LN outputs, qkv, attention probabilities, MLP hidden, logits): bf16;
+  - activations (the streams, LN outputs, qkv, attention output, MLP hidden, logits): bf16;
   - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
     of every LayerNorm input are fp32 too (they are sums over many layers);
   - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient
-    norm, the column sums that give bias and LayerNorm parameter gradients.
+    norm, the column sums that give bias and LayerNorm parameter gradients, attention's tile
+    products (and its log-sum-exp per row, the one attention tensor kept for the backward pass).
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
@@ -27,12 +28,13 @@ added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU 
 fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
 runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
 deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
-accumulation needs +=). Attention is flash attention (attention.cuh: no T x T tensor) wherever
-the head size allows it; other head sizes take batched cuBLASLt matmuls for q.k^T and att.v with
-a causal softmax kernel in between.
+accumulation needs +=). Attention is not a cuBLASLt call: flash attention (attention.cuh), tile
+products on tensor cores with no T x T tensor, for head sizes 1 to 128.
 
 Determinism. Every kernel here computes each output element in a fixed order: no atomics
-anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first).
+anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first;
+attention's dQ, a sum over key tiles that different blocks own, goes through per-block fp32
+slices added in a fixed order).
 So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm choices;
 cuBLASLt itself is deterministic for a given algorithm and workspace (we never use split-k
 atomics modes explicitly; the heuristic's choice could in principle differ between library
@@ -828,7 +830,7 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these (and the batched attention products): at a shape's
+// matmul_lt is the one call behind all of these: at a shape's
 // first call it builds the descriptors and asks the heuristic for its best algorithms (up to
 // LT_MAX_ALGOS, fastest first), keeping both in a plan for that shape (LtPlan below), and runs the
 // first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
@@ -840,9 +842,9 @@ static const size_t LT_WORKSPACE_BYTES = 32u << 20;
 // fp32 accumulation in both builds; with fp32 data this is true fp32 (the _FAST_TF32 variant is never used)
 static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;
 
-// the largest power of two (at most 256) that divides both the address and the batch stride in bytes
-static uint32_t lt_alignment(const void* p, long long stride_bytes) {
-    uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)stride_bytes | 256u;
+// the largest power of two (at most 256) that divides the address
+static uint32_t lt_alignment(const void* p) {
+    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
     return (uint32_t)(v & (~v + 1));
 }
 
@@ -851,15 +853,11 @@ typedef struct {
     int transa, transb;
     const floatX* A;
     int lda;
-    long long stride_a;
     const floatX* B;
     int ldb;
-    long long stride_b;
     void* D;               // also C (beta accumulates into D)
     cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
     int ldd;
-    long long stride_d;
-    int batch;             // 1 for an ordinary matmul
     float alpha, beta;
     cublasLtEpilogue_t epilogue;
     const void* bias;       // EPILOGUE_BIAS, GELU_AUX_BIAS
@@ -870,22 +868,10 @@ typedef struct {
 // D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
 static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
                               int ldb, void* D, int ldd) {
-    // fields in declaration order: no strides, batch 1, alpha 1, beta 0, no epilogue
-    MatmulSpec s = {m, n, k, transa, transb, A, lda, 0, B, ldb, 0, D, CUDA_R_X, ldd, 0, 1, 1.0f, 0.0f,
-                    CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
+    // fields in declaration order: alpha 1, beta 0, no epilogue
+    MatmulSpec s = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
+                    NULL, NULL, 0};
     return s;
-}
-
-static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int rows, int cols, int ld, int batch,
-                      long long stride) {
-    cublasCheck(cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld));
-    if (batch > 1) {
-        int32_t count = batch;
-        int64_t offset = stride;
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
-                                                     sizeof(offset)));
-    }
 }
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s);
@@ -898,22 +884,21 @@ static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, 
     static int said = 0;
     if (said) { return; }
     said = 1;
-    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (batch %d, epilogue %d) failed at run time (%s); %s\n",
-           failed, s->m, s->n, s->k, s->batch, (int)s->epilogue, cublasGetStatusString(st), outcome);
+    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n",
+           failed, s->m, s->n, s->k, (int)s->epilogue, cublasGetStatusString(st), outcome);
 }
 
 // A plan per matmul shape: its descriptors and the heuristic's algorithms, built at the shape's
 // first call and reused by every later one (a step makes each shape's call dozens of times, and
 // building descriptors and asking the heuristic costs more than a small matmul's run). The key is
 // everything the descriptors and the heuristic depend on but the pointers themselves: shape,
-// transposes, leading dimensions, batch and strides, output type, epilogue and the pointers'
+// transposes, leading dimensions, output type, epilogue and the pointers'
 // alignments. The bias and aux pointers are set on the descriptor at each call. `next` is the
 // algorithm that ran the last time, so later calls run that one at once: the same arithmetic at
 // every step, and no algorithm that failed at run time is tried again. A full table still works:
 // the call builds a plan, uses it and destroys it.
 typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux, batch;
-    long long stride_a, stride_b, stride_d;
+    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
     cudaDataType_t d_type;
     cublasLtEpilogue_t epilogue;
     uint32_t align_a, align_b, align_d;
@@ -937,14 +922,12 @@ static LtKey lt_key(const MatmulSpec* s) {
     LtKey key;
     memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
     key.m = s->m, key.n = s->n, key.k = s->k, key.transa = s->transa, key.transb = s->transb;
-    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0, key.batch = s->batch;
-    key.stride_a = s->stride_a, key.stride_b = s->stride_b, key.stride_d = s->stride_d;
+    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0;
     key.d_type = s->d_type, key.epilogue = s->epilogue;
     // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
-    size_t xs = sizeof(floatX), ds = s->d_type == CUDA_R_32F ? 4 : sizeof(floatX);
-    key.align_a = lt_alignment(s->A, s->batch > 1 ? s->stride_a * (long long)xs : 0);
-    key.align_b = lt_alignment(s->B, s->batch > 1 ? s->stride_b * (long long)xs : 0);
-    key.align_d = lt_alignment(s->D, s->batch > 1 ? s->stride_d * (long long)ds : 0);
+    key.align_a = lt_alignment(s->A);
+    key.align_b = lt_alignment(s->B);
+    key.align_d = lt_alignment(s->D);
     return key;
 }
 
@@ -972,11 +955,11 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* s) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
     }
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    lt_layout(&p->la, CUDA_R_X, key->transa ? key->k : key->m, key->transa ? key->m : key->k, key->lda, key->batch,
-              key->stride_a);
-    lt_layout(&p->lb, CUDA_R_X, key->transb ? key->n : key->k, key->transb ? key->k : key->n, key->ldb, key->batch,
-              key->stride_b);
-    lt_layout(&p->ld, key->d_type, key->m, key->n, key->ldd, key->batch, key->stride_d);
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
+                                           key->transa ? key->m : key->k, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
+                                           key->transb ? key->k : key->n, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
 
     uint64_t ws = LT_WORKSPACE_BYTES;
     cublasLtMatmulPreference_t pref;
@@ -1059,8 +1042,7 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     } else {
         snprintf(why, sizeof(why), "all %d algorithms offered failed, the last with %s", tried, cublasGetStatusString(last));
     }
-    fatal("cuBLASLt cannot run a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k, s->batch,
-          (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
+    fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d, output %s): %s", s->m, s->n, s->k, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
 }
 
 // The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
@@ -1078,8 +1060,8 @@ __global__ void accumulate_fp32_kernel(float* d, const floatX* src, float beta, 
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s) {
     size_t n = (size_t)s->m * s->n;
-    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->batch != 1 || s->ldd != s->m ||
-        s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || n > lt_fallback_elems) {
+    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->ldd != s->m ||
+        s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || s->alpha != 1.0f || n > lt_fallback_elems) {
         return 0;
     }
     if (lt_fallback == NULL) {
@@ -1212,146 +1194,11 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
-// Per (b, head): preatt = q k^T (T x T), att = causal softmax(preatt / sqrt(HS)), y = att v.
-// This section computes it with the T x T tensors, the path for head sizes that flash attention
-// (attention.cuh, below) does not take.
-//
-// The heads are first permuted into (B, NH, T, HS) so each (b, head) is a contiguous T x HS
-// block; then q k^T and att v are strided-batched cuBLASLt matmuls over the B*NH heads. The
-// row-major products map to column-major calls exactly like the linear layers:
-//   preatt = q . k^T      as "out = inp . W^T" with inp = q, W = k:   A = k (op T), B = q
-//   y      = att . v      col-major y^T = v^T att^T:                 A = v (op N), B = att (op N)
-//   datt   = dy . v^T     as preatt:                                  A = v (op T), B = dy
-//   dv     = att^T . dy   as "dW = dout^T . inp":                     A = dy (op N), B = att (op T)
-//   dq     = dpre . k     as y:                                       A = k (op N), B = dpre (op N)
-//   dk     = dpre^T . q   as dv:                                      A = q (op N), B = dpre (op T)
-// att (the probabilities, zero above the diagonal) is kept per layer for the backward pass.
-
-// Element i of a (B, NH, T, HS) head tensor lives in a row-major (B, T, row_len) tensor at this
-// offset (head h occupies channels h*HS .. h*HS + HS - 1 of the row)
-__device__ __forceinline__ size_t head_to_row_offset(size_t i, int T, int NH, int HS, size_t row_len) {
-    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
-    return (b * T + t) * row_len + h * HS + c;
-}
-
-// (B, T, 3, NH, HS) <-> three (B, NH, T, HS) tensors; to_heads = 0 goes back (the backward pass)
-__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, floatX* qkv, int B, int T, int NH, int HS,
-                                   int to_heads) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    size_t C = (size_t)NH * HS;
-    floatX* row = qkv + head_to_row_offset(i, T, NH, HS, 3 * C);
-    if (to_heads) {
-        q[i] = row[0];
-        k[i] = row[C];
-        v[i] = row[2 * C];
-    } else {
-        row[0] = q[i];
-        row[C] = k[i];
-        row[2 * C] = v[i];
-    }
-}
-
-// (B, NH, T, HS) <-> (B, T, NH*HS); to_rows = 1 goes to rows (forward), 0 back to heads
-__global__ void permute_heads_kernel(floatX* rows, floatX* heads, int B, int T, int NH, int HS, int to_rows) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    size_t r = head_to_row_offset(i, T, NH, HS, (size_t)NH * HS);
-    if (to_rows) { rows[r] = heads[i]; } else { heads[i] = rows[r]; }
-}
-
-// att[row] = softmax over t2 <= t of preatt[row][t2] * scale, zero for t2 > t. One warp per row
-// (b, head, t), max and sum in fp32.
-__global__ void softmax_forward_kernel(floatX* att, const floatX* preatt, int rows, int T, float scale) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= rows) { return; }
-    int t = r % T;
-    const floatX* p = preatt + (size_t)r * T;
-    floatX* a = att + (size_t)r * T;
-    float maxval = -INFINITY;
-    for (int i = lane; i <= t; i += 32) { maxval = fmaxf(maxval, (float)p[i] * scale); }
-    maxval = warp_max(maxval);
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) { sum += expf((float)p[i] * scale - maxval); }
-    float inv = 1.0f / warp_sum(sum);
-    for (int i = lane; i < T; i += 32) { a[i] = (floatX)(i <= t ? expf((float)p[i] * scale - maxval) * inv : 0.0f); }
-}
-
-// through the softmax and the scale: dpre[t2] = att[t2] (datt[t2] - sum_j att[j] datt[j]) * scale.
-// In place (d holds datt on entry, dpre on exit); one warp per row.
-__global__ void softmax_backward_kernel(floatX* d, const floatX* att, int rows, int T, float scale) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= rows) { return; }
-    int t = r % T;
-    floatX* dr = d + (size_t)r * T;
-    const floatX* a = att + (size_t)r * T;
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) { sum += (float)a[i] * (float)dr[i]; }
-    sum = warp_sum(sum);
-    for (int i = lane; i < T; i += 32) {
-        dr[i] = (floatX)(i <= t ? (float)a[i] * ((float)dr[i] - sum) * scale : 0.0f);
-    }
-}
-
-// the scratch buffers attention needs besides its saved activations (all (B, NH, T, HS) or (B, NH, T, T))
-typedef struct {
-    floatX *q, *k, *v;  // the heads of the current layer
-    floatX* preatt;     // (B, NH, T, T); in the backward pass it holds datt, then dpre
-    floatX* y;          // (B, NH, T, HS) att . v before the heads go back into rows; dy backward
-    floatX *dq, *dk, *dv;
-} AttentionScratch;
-
-// a batched (B*NH heads) matmul between head-shaped tensors; arguments as in matmul_spec, plus strides
-static void head_matmul(floatX* D, int m, int n, int k, const floatX* A, int transa, int lda, long long sa, const floatX* Bm,
-                        int transb, int ldb, long long sb, int ldd, long long sd, int heads) {
-    MatmulSpec s = matmul_spec(m, n, k, A, transa, lda, Bm, transb, ldb, D, ldd);
-    s.stride_a = sa;
-    s.stride_b = sb;
-    s.stride_d = sd;
-    s.batch = heads;
-    matmul_lt(&s, 0);
-}
-
-static void attention_forward(floatX* out, floatX* att, floatX* qkv, AttentionScratch* sc, int B, int T, int C, int NH) {
-    int HS = C / NH, heads = B * NH, rows = B * NH * T;
-    long long sth = (long long)T * HS, stt = (long long)T * T;
-    int blocks = ceil_div((long)B * T * C, 256);
-    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);
-    cudaCheckLaunch();
-    head_matmul(sc->preatt, T, T, HS, sc->k, 1, HS, sth, sc->q, 0, HS, sth, T, stt, heads);  // q . k^T
-    softmax_forward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(att, sc->preatt, rows, T, 1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
-    head_matmul(sc->y, HS, T, T, sc->v, 0, HS, sth, att, 0, T, stt, HS, sth, heads);  // att . v
-    permute_heads_kernel<<<blocks, 256>>>(out, sc->y, B, T, NH, HS, 1);
-    cudaCheckLaunch();
-}
-
-// dqkv = the gradient of qkv (overwritten) given dout = dL/d(attention output rows)
-static void attention_backward(floatX* dqkv, floatX* dout, floatX* qkv, const floatX* att, AttentionScratch* sc, int B,
-                               int T, int C, int NH) {
-    int HS = C / NH, heads = B * NH, rows = B * NH * T;
-    long long sth = (long long)T * HS, stt = (long long)T * T;
-    int blocks = ceil_div((long)B * T * C, 256);
-    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);  // this layer's heads again
-    cudaCheckLaunch();
-    permute_heads_kernel<<<blocks, 256>>>(dout, sc->y, B, T, NH, HS, 0);  // dy in head layout
-    cudaCheckLaunch();
-    floatX* datt = sc->preatt;
-    head_matmul(datt, T, T, HS, sc->v, 1, HS, sth, sc->y, 0, HS, sth, T, stt, heads);   // datt = dy . v^T
-    head_matmul(sc->dv, HS, T, T, sc->y, 0, HS, sth, att, 1, T, stt, HS, sth, heads);   // dv = att^T . dy
-    softmax_backward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(datt, att, rows, T, 1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
-    head_matmul(sc->dq, HS, T, T, sc->k, 0, HS, sth, datt, 0, T, stt, HS, sth, heads);  // dq = dpre . k
-    head_matmul(sc->dk, HS, T, T, sc->q, 0, HS, sth, datt, 1, T, stt, HS, sth, heads);  // dk = dpre^T . q
-    permute_qkv_kernel<<<blocks, 256>>>(sc->dq, sc->dk, sc->dv, dqkv, B, T, NH, HS, 0);
-    cudaCheckLaunch();
-}
-
-// ----------------------------------------------------------------------------
-// flash attention: the same attention without any T x T tensor, in attention.cuh (a chapter of
-// its own, like siamese.cuh; dev/cuda times it against the path above). It runs wherever
-// flash_attention_tile accepts the head size; the path above takes the others.
+// causal self-attention: qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels; per
+// (b, head) out = causal softmax(q k^T / sqrt(HS)) v. Flash attention, in attention.cuh (a chapter
+// of its own, like siamese.cuh): q, k, v read straight from the qkv rows, the output written into
+// the (B, T, C) rows the projection reads, and per row a log-sum-exp saved for the backward pass
+// instead of any (B, NH, T, T) tensor. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
@@ -1580,7 +1427,6 @@ typedef struct {
     floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
     floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x)
     floatX* qkv;       // (L, B, T, 3C)
-    floatX* att;       // (L, B, NH, T, T) attention probabilities (empty with flash attention)
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
     floatX* fch_gelu;  // (L, B, T, 4C)
@@ -1606,24 +1452,23 @@ typedef struct {
     float* lnf_mean;   // (B, T)
     float* lnf_rstd;
     float* losses;     // (B, T)
-    float* att_lse;    // (L, B, NH, T) flash attention: each row's log-sum-exp (empty otherwise)
+    float* att_lse;    // (L, B, NH, T) attention: each row's log-sum-exp (attention.cuh)
 } ActivationsF;
 #define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
 
-// flash: 1 when attention runs the flash kernels (no T x T tensors, a log-sum-exp per row instead)
-static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
+static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T, F = flash != 0;
+    size_t BT = (size_t)B * T;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t vx[] = {
         (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
-        U * 2 * L * BT * C, L * BT * 3 * C, (1 - F) * L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
-        2 * L * BT * C, S * BT * C, BT * C, BT * Vp,
+        U * 2 * L * BT * C, L * BT * 3 * C, L * BT * C, L * BT * 4 * C, L * BT * 4 * C, 2 * L * BT * C, S * BT * C,
+        BT * C, BT * Vp,
     };
     size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
-                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, F * L * B * NH * T};
+                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, L * B * NH * T};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_ACTS_X, "one size per floatX activation");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_ACTS_F, "one size per fp32 activation");
     for (int i = 0; i < NUM_ACTS_X; i++) { sx[i] = vx[i]; }
@@ -1636,7 +1481,6 @@ typedef struct {
     floatX* datty;  // (B, T, C)
     floatX* dqkv;   // (B, T, 3C)
     floatX* dfch;   // (B, T, 4C) dL/d(MLP pre-activation)
-    floatX *q, *k, *v, *preatt, *y, *dq, *dk, *dv;  // AttentionScratch (empty with flash attention)
 } ScratchX;
 #define NUM_SCRATCH_X ((int)(sizeof(ScratchX) / sizeof(floatX*)))
 
@@ -1645,17 +1489,16 @@ typedef struct {
     float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
     float* dy;    // (B, T, C) dL/d(stream Y)
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
+    float* att_dot;  // (B, NH, T) attention: sum_c dO O per row
+    float* att_dq;   // attention: the fp32 dQ splits (attention.cuh, flash_dq_acc_floats_upto)
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
 
-static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
+static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the gradients of Y and its LayerNorms
-    size_t A = flash == 0;  // the old attention path's head tensors
-    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, A * BT * C, A * BT * C, A * BT * C, A * B * NH * T * T,
-                   A * BT * C, A * BT * C, A * BT * C, A * BT * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, (1 - A) * B * NH * T};
+    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, B * NH * T, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
     for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
@@ -1738,7 +1581,6 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
-    int flash_tile;                // flash attention's tile, 0: the T x T path (a head size flash does not take)
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // pinned host (B, T) tokens of the last forward pass
     int* targets;                  // pinned host (B, T) its targets
@@ -1853,14 +1695,13 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
-    char why[200];
-    m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
-    if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
-    fill_activation_sizes(ax, af, cfg, B, T, m->flash_tile > 0);
+    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
+    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
+    fill_activation_sizes(ax, af, cfg, B, T);
     m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
     m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
     m->activation_bytes += bytes;
-    fill_scratch_sizes(sx, sf, cfg, B, T, m->flash_tile > 0);
+    fill_scratch_sizes(sx, sf, cfg, B, T);
     m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
     m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
     m->scratch_bytes += bytes;
@@ -1934,11 +1775,6 @@ static SiameseStats final_stats(const ActivationsF* a) {
     return st;
 }
 
-static AttentionScratch attention_scratch(const ScratchX* s) {
-    AttentionScratch a = {s->q, s->k, s->v, s->preatt, s->y, s->dq, s->dk, s->dv};
-    return a;
-}
-
 // ----------------------------------------------------------------------------
 // forward
 
@@ -1952,13 +1788,8 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     if (s == 0) {
         floatX* qkv = a->qkv + lBT * 3 * C;
         floatX* atty = a->atty + lBT * C;
-        AttentionScratch sc = attention_scratch(&m->sx);
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
-        if (m->flash_tile) {
-            flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH, m->flash_tile);
-        } else {
-            attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
-        }
+        flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH);
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
     } else {
         floatX* fch = a->fch + lBT * 4 * C;
@@ -2106,13 +1937,8 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
-        if (m->flash_tile) {
-            flash_attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
-                                     m->af.att_lse + lBT * NH, m->sf.att_dot, B, T, C, NH, m->flash_tile);
-        } else {
-            AttentionScratch as = attention_scratch(sc);
-            attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);
-        }
+        flash_attention_backward(sc->dqkv, m->sf.att_dq, m->sf.att_dot, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
+                                 m->af.att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
         matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
     } else {
@@ -2370,6 +2196,8 @@ int main(int argc, char** argv) {
         gpt2_host_from_checkpoint(&model, run.model_path);
     }
     train_run_attach_model(&run, &model.config, model.num_parameters, "");
+    char why[200];  // attention's head sizes (attention.cuh), refused before the GPU is looked for
+    if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }

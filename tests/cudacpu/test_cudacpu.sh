@@ -66,10 +66,9 @@ else
 fi
 
 # the odd reference shape (C 200, NH 5, T 80, V 301) the CPU trainer writes: head size 40, which
-# flash attention does not take, so attention runs its T x T path there (data/test, head size 16,
-# runs flash attention). Its batches are the embedding gradient's two extremes: FP32 on one where a
-# token fills half the 160 positions (80: two chunks of the work list, 64 and 16), BF16 on one
-# where every position has a different token
+# attention pads to 64 (data/test's head size 16 needs no padding). Its batches are the embedding
+# gradient's two extremes: FP32 on one where a token fills half the 160 positions (80: two chunks
+# of the work list, 64 and 16), BF16 on one where every position has a different token
 for tokens in half distinct; do
     ./test_gpt2 --write "$tmp/odd_$tokens" odd $tokens > "$log" 2>&1 ||
         { cat "$log"; echo "test-cudacpu: ./test_gpt2 --write odd $tokens FAILED"; exit 1; }

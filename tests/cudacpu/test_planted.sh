@@ -87,10 +87,10 @@ plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.c
 plant "missing __syncthreads in the classifier's block_reduce" train_gpt2.cu \
     '/^__device__ float block_reduce/,/^}/{/__syncthreads();/d;}'
 
-# 3. an off-by-one in a row loop: D = rowsum(dO O) of flash attention's backward leaves out the
-#    last channel of the head
+# 3. an off-by-one in a row loop: D = rowsum(dO O) of attention's backward leaves out the last
+#    16-byte vector of the head
 plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
-    '/^__global__ void flash_backward_dot_kernel/,/^}/s/for (int c = lane; c < HS; c += 32)/for (int c = lane; c < HS - 1; c += 32)/'
+    '/^__global__ void flash_backward_dot_kernel/,/^}/s/for (int c = 0; c < HS; c += FA_VEC)/for (int c = 0; c < HS - FA_VEC; c += FA_VEC)/'
 
 # 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
