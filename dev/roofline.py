@@ -316,7 +316,7 @@ def table(cfg, B, T):
             f"MFU at that time {100 * ours * tokens / total / PEAK:.1f}% by our formula (6N + 12LCT per token), "
             f"{100 * llmc * tokens / total / PEAK:.1f}% by llm.c's (6N + 6LCT). "
             f"Matmuls {mm_s * 1e3:.2f} ms ({100 * mm_s / total:.0f}%), everything else {(total - mm_s) * 1e3:.2f} ms; "
-            f"{launches} kernel launches (plus cuBLASLt's own)."]
+            f"{launches} launches, {sum(r.launches for r in mm)} of them cuBLASLt matmul calls."]
     return "\n".join(out), step, total
 
 
@@ -394,12 +394,16 @@ def join(text, cfg, B, T, steps):
         measured[k] = (a + n, t + ns)
     pred = {name: (r.launches, r.seconds) for name, r in ours.items()}
     pred[MATMUL] = (sum(r.launches for r in mm), sum(r.seconds for r in mm))
-    lines = [f"measured ({fmt_name}, {steps if steps else 'sampled'} step(s)) against predicted, "
-             f"{cfg.spec} {cfg.mode} B {B} T {T}; ratio = measured / predicted",
+    lines = [f"measured ({fmt_name}, {f'{steps} steps' if steps else 'a sample of launches'}) against dev/roofline.py's "
+             f"lower bound, {cfg.spec} {cfg.mode} B {B} T {T}; ratio = measured / predicted per launch. cuBLASLt may "
+             "launch more than one kernel per matmul (split-K), so its launch counts differ; the zero_grad memset is "
+             "not a kernel and is left out." + ("" if steps else " Per step: the measured time per launch times the "
+                                                "predicted launches."),
              "| kernel | launches/step predicted | launches/step measured | predicted us/launch | measured us/launch | "
              "ratio | predicted ms/step | measured ms/step |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    order = sorted(set(pred) | set(measured), key=lambda k: -(measured.get(k, (0, 0.0))[1]))
+    # measured kernels by measured time, then the ones the profile lacks by predicted time
+    order = sorted(set(pred) | set(measured), key=lambda k: (-measured.get(k, (0, 0.0))[1], -pred.get(k, (0, 0.0))[1]))
     tot_p = tot_m = 0.0
     for k in order:
         pl, ps = pred.get(k, (0, 0.0))
@@ -408,7 +412,10 @@ def join(text, cfg, B, T, steps):
         m_us = mns / ml / 1e3 if ml else float("nan")
         ratio = m_us / p_us if pl and ml and p_us > 0 else float("nan")
         per_step = lambda x: f"{x:.3f}" if x == x else "-"
-        m_step = mns / 1e6 / steps if steps else (m_us * pl / 1e3 if ml and pl else float("nan"))
+        if not ml:
+            m_step = float("nan")
+        else:
+            m_step = mns / 1e6 / steps if steps else (m_us * pl / 1e3 if pl else float("nan"))
         ml_step = f"{ml / steps:.1f}" if steps else "-"
         tot_p += ps * 1e3
         tot_m += m_step if m_step == m_step else 0.0
