@@ -256,9 +256,13 @@ stage_kernels() {
     local run=("$TRAIN_BF16" -i "$OUT/tokens.bin" -j "" -e d12 -N siamese -b "$b" -t "$D12_T" -x "$steps" -v 0 -s 0)
     if has nsys; then
         nsys profile --force-overwrite true --stats=false -o "$OUT/kernels" "${run[@]}" || { note "nsys profile failed"; return 1; }
-        nsys stats --force-export=true --report cuda_gpu_kern_sum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" > /dev/null ||
+        # the report is gpukernsum in nsys before 2023; the CSV is named <output>_<report>.csv
+        rm -f "$OUT"/kernels_*.csv
+        nsys stats --force-export=true --report cuda_gpu_kern_sum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" ||
+            nsys stats --force-export=true --report gpukernsum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" ||
             { note "nsys stats failed"; return 1; }
-        csv=$OUT/kernels_cuda_gpu_kern_sum.csv
+        csv=$(ls "$OUT"/kernels_*.csv 2> /dev/null | head -n 1)
+        [ -n "$csv" ] || { note "nsys stats wrote no CSV"; return 1; }
     elif has ncu; then
         # a sample of launches well past the first step's: compared per launch (no step count)
         csv=$OUT/kernels_ncu.csv
