@@ -11,6 +11,8 @@
 # The stages, in this order (each with its own time budget; a failure or a timeout is recorded and
 # the next stage runs; the whole call stops starting stages when BUDGET_S is spent):
 #   env         nvidia-smi, driver, nvcc --version, the git commit, which profilers are installed
+#   selftest    this script's parsing on canned output, before it parses real output: dev/roofline.py
+#               --self-test, the profile join and the dev/cuda summary below, dev/bench_gpu.sh --self-test
 #   build       only what the timing needs: make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard
 #               (bf16; GPU_ARCH from the GPU's compute capability)
 #   test_bf16   ./test_gpt2cu against data/test (each result on its own row)
@@ -39,8 +41,6 @@
 #   torch       where torch imports with CUDA: dev/cuda/attention_sdpa.py (SDPA flash attention at
 #               dev/cuda's attention shapes, against the trainer's kernels' times from dev_cuda),
 #               then the PyTorch peer (dev/bench_gpu.sh with TORCH=1)
-#   selftest    the parsing above on canned output: dev/roofline.py --self-test, the profile join
-#               and the dev/cuda summary of this script, dev/bench_gpu.sh --self-test
 # Timing starts about a minute into the call: nvcc -O3 builds train_gpt2cu in 12 s of CPU (26 s wall
 # on a loaded 2-core machine), test_gpt2cu about as long, the two in parallel at -j16; test_bf16
 # takes seconds on a GPU. At the default budget the stages after kernels may not all start: run
@@ -399,7 +399,7 @@ LOG
     [ "$fails" -eq 0 ]
 }
 
-ALL_STAGES="env build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch selftest"
+ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch"
 # each stage's time budget in seconds (less when the total budget has less left)
 declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=150 [kernels]=90 [build_rest]=120
                     [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=90 [cli]=45 [sanitizer]=150 [timing_gelu]=60
