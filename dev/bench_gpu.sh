@@ -18,8 +18,9 @@
 # MFU = flops_per_token * tok/s / peak, flops_per_token = 6 * parameters + 12 * L * C * T (the
 # formula train_gpt2cu uses for its own "| MFU" field, which is shown next to ours for a check:
 # attention's q.k^T and att.v at 4 L C T per token forward, times 3 with the backward). llm.c
-# counts 6 * parameters + 6 * L * C * T (gpt2_estimate_mfu in llm.c's train_gpt2.cu), half our
-# attention term; its column lets our MFU be set beside a figure llm.c prints.
+# counts 6 * parameters + 6 * L * C * T, T the run's sequence length (gpt2_estimate_mfu in llm.c's
+# train_gpt2.cu, github.com/karpathy/llm.c at commit f1e2ace), half our attention term; its column
+# lets our MFU be set beside a figure llm.c prints.
 #
 # Usage: bash dev/bench_gpu.sh                 the real run (needs nvcc, a GPU, torch with CUDA)
 #        bash dev/bench_gpu.sh --cpu-check      the same logic with ./train_gpt2 and PyTorch on the
