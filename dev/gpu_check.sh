@@ -23,7 +23,8 @@
 #               version's time, the trainer's marked, and the trainer's over the fastest other's
 #   kernels     per-kernel GPU times of 5 steps of the timing's d12 siamese run (nsys, else ncu
 #               --clock-control none), joined with dev/roofline.py's model: measured against
-#               predicted per kernel (kernels_vs_model.md)
+#               predicted per kernel, and with nsys cuBLASLt's time by matmul call from the trace
+#               (kernels_vs_model.md)
 #   build_rest  make -j16 train_gpt2 test_gpt2 train_gpt2cu_fp32 test_gpt2cu_fp32
 #   test_fp32   ./test_gpt2cu_fp32 against data/test
 #   test_shapes both tests on reference dumps test_gpt2 writes at two odd shapes: "odd" (C 200,
@@ -273,6 +274,18 @@ stage_kernels() {
         skip "neither nsys nor ncu found"
     fi
     kernels_join "$csv" siamese "$b" "$steps" || { note "the join with dev/roofline.py failed ($csv kept)"; return 1; }
+    # nsys: cuBLASLt's kernels by matmul call, from every launch in order (appended to the join)
+    if [ "$steps" -gt 0 ]; then
+        nsys stats --force-export=true --report cuda_gpu_trace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null ||
+            nsys stats --force-export=true --report gputrace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null
+        local trace
+        trace=$(ls "$OUT"/trace_*.csv 2> /dev/null | head -n 1)
+        if [ -n "$trace" ]; then
+            { echo; python3 dev/roofline.py --join-trace "$trace" -e d12 -N siamese -b "$b" -t "$D12_T"; } | tee -a "$OUT/kernels_vs_model.md"
+        else
+            echo "nsys wrote no trace CSV: the matmuls are not split by call" | tee -a "$OUT/kernels_vs_model.md"
+        fi
+    fi
     note "$(grep '^| all kernels' "$OUT/kernels_vs_model.md" | awk -F'|' '{gsub(/ /, "", $7); gsub(/ /, "", $8); gsub(/ /, "", $9); print "all kernels: " $9 " ms/step measured, " $8 " predicted (" $7 "x)"}'); kernels_vs_model.md"
 }
 

@@ -21,6 +21,7 @@ the host's waits, tails and waves, L2 misses beyond the least, and cuBLASLt's ow
     python3 dev/roofline.py --check doc/cuda.md    exit 1 when doc/cuda.md's block is not --doc's output
     python3 dev/roofline.py --write doc/cuda.md    rewrite that block
     python3 dev/roofline.py --join CSV --steps 5   measured (a profiler's CSV) against predicted
+    python3 dev/roofline.py --join-trace CSV       cuBLASLt's kernels by matmul call (an nsys trace)
     python3 dev/roofline.py --self-test            the join on canned nsys and ncu CSVs
 
 --join reads `nsys stats --report cuda_gpu_kern_sum --format csv` (columns "Instances", "Total
@@ -28,7 +29,9 @@ Time (ns)", "Name") or `ncu --csv --metrics gpu__time_duration.sum` (one row per
 Name", "Metric Name", "Metric Value"). Kernels are matched by their base name (no "void ", template
 arguments or parameters); every kernel that is none of ours (cuBLASLt's gemm kernels, whose names
 say nothing of the shape) is counted as "cuBLASLt matmuls (all shapes)", against the sum of the
-matmul rows. Standard library only.
+matmul rows. --join-trace reads `nsys stats --report cuda_gpu_trace --format csv` (every launch in
+order) and gives cuBLASLt's kernels to the matmul calls by their place among ours (join_trace).
+Standard library only.
 """
 import argparse
 import csv
@@ -116,6 +119,7 @@ class Row:
 class Step:
     def __init__(self):
         self.rows = {}
+        self.matmuls = {}  # short key ("fwd qkv", "bwd-input fc", ...) -> the row's name
 
     def launch(self, name, phase, bytes_, flops, count=1, note=""):
         row = self.rows.get(name)
@@ -123,10 +127,11 @@ class Step:
             row = self.rows[name] = Row(name, phase, note)
         row.add(bytes_, flops, count)
 
-    def matmul(self, what, phase, M, N, K, a_bytes, b_bytes, out_bytes, extra_bytes=0, count=1):
+    def matmul(self, key, what, phase, M, N, K, a_bytes, b_bytes, out_bytes, extra_bytes=0, count=1):
         """a cuBLASLt matmul D (M x N) = A (M x K) . B (K x N), each operand read once, D written once
         (and read once more where it accumulates: extra_bytes, with bias and GELU aux)"""
         name = f"matmul {what} [{M}x{N}x{K}]"
+        self.matmuls[key] = name
         self.launch(name, phase, a_bytes + b_bytes + out_bytes + extra_bytes, 2.0 * M * N * K, count)
 
 
@@ -208,7 +213,7 @@ def model_step(cfg, B, T):
              note=f"wte rows of the {U:.0f} distinct tokens of uniform random ones read once")
     linears_fwd = [("qkv", 3 * C, C, False), ("attproj", C, C, False), ("fc", 4 * C, C, True), ("fcproj", C, 4 * C, False)]
     for what, OC, IC, gelu in linears_fwd:
-        s.matmul(f"fwd {what}" + (" +GELU" if gelu else ""), "fwd", BT, OC, IC, BT * IC * X, OC * IC * X, BT * OC * X,
+        s.matmul(f"fwd {what}", f"fwd {what}" + (" +GELU" if gelu else ""), "fwd", BT, OC, IC, BT * IC * X, OC * IC * X, BT * OC * X,
                  OC * X + (BT * OC * X if gelu else 0), L)
     attention_rows(s, cfg, B, T, L, L)
     if mode == "siamese":
@@ -224,22 +229,22 @@ def model_step(cfg, B, T):
     else:
         s.launch("residual_forward_kernel", "fwd", 3 * P, N, 2 * L)
         s.launch("layernorm_forward_kernel", "fwd", 2 * P + stats(2), FLOP_LN_FWD * N, 2 * L + 1)
-    s.matmul("fwd logits", "fwd", BT, Vp, C, BT * C * X, Vp * C * X, BT * Vp * X)
+    s.matmul("fwd logits", "fwd logits", "fwd", BT, Vp, C, BT * C * X, Vp * C * X, BT * Vp * X)
     s.launch("classifier_kernel", "fwd", 2 * BT * Vp * X + 2 * BT * F, 4.0 * BT * V, 1,
              "logits read, dlogits written in place; expf on the special-function units besides")
 
     # ---- backward
-    s.matmul("bwd-input logits (fp32 out)", "bwd", BT, C, Vp, BT * Vp * X, Vp * C * X, BT * C * F)
-    s.matmul("bwd-weight wte (fp32 +=)", "bwd", Vp, C, BT, BT * Vp * X, BT * C * X, 2 * Vp * C * F)
+    s.matmul("bwd-input logits", "bwd-input logits (fp32 out)", "bwd", BT, C, Vp, BT * Vp * X, Vp * C * X, BT * C * F)
+    s.matmul("bwd-weight wte", "bwd-weight wte (fp32 +=)", "bwd", Vp, C, BT, BT * Vp * X, BT * C * X, 2 * Vp * C * F)
     # the block backwards: per linear, dinp (floatX, or fp32 into du) and dW (fp32, +=) and its bias
     for what, OC, IC, gelu in linears_fwd:
         fp32_out = what in ("qkv", "fc")  # the block's input gradient du (fp32)
         acc = mode == "post" and fp32_out  # post: accumulates into dx
         out_b = BT * IC * (F if fp32_out else X) * (2 if acc else 1)
         dgelu = what == "fcproj"  # dL/d(fc pre-activation) through the DGELU epilogue (reads the aux)
-        s.matmul(f"bwd-input {what}" + (" +DGELU" if dgelu else "") + (" (fp32 out)" if fp32_out else ""), "bwd",
+        s.matmul(f"bwd-input {what}", f"bwd-input {what}" + (" +DGELU" if dgelu else "") + (" (fp32 out)" if fp32_out else ""), "bwd",
                  BT, IC, OC, BT * OC * X, OC * IC * X, out_b, BT * IC * X if dgelu else 0, L)
-        s.matmul(f"bwd-weight {what} (fp32 +=)", "bwd", OC, IC, BT, BT * OC * X, BT * IC * X, 2 * OC * IC * F, 0, L)
+        s.matmul(f"bwd-weight {what}", f"bwd-weight {what} (fp32 +=)", "bwd", OC, IC, BT, BT * OC * X, BT * IC * X, 2 * OC * IC * F, 0, L)
         column_grads_rows(s, BT, OC, L)
     if mode == "siamese":
         part = 6 * ln_blocks * C * F  # the block partials of six sums
@@ -275,6 +280,130 @@ def model_step(cfg, B, T):
         s.launch("adamw_kernel", "opt", n * (7 * F + X), FLOP_ADAMW * n, 1,
                  "one launch per parameter tensor: param, grad, m, v read; param, m, v, bf16 copy written")
     return s
+
+
+def launch_sequence(cfg, step):
+    """the kernels of one step in launch order (gpt2_forward, gpt2_backward, the norm, AdamW), our
+    kernels by name and each cuBLASLt call by its matmul row's name; every row of model_step but the
+    memset, each as often as it launches (wte_finish_kernel does not run on uniform random tokens)"""
+    L, mode, mm = cfg.L, cfg.mode, step.matmuls
+    seq = ["encoder_forward_kernel"]
+    block_fwd = [[mm["fwd qkv"], "flash_forward_kernel", mm["fwd attproj"]], [mm["fwd fc"], mm["fwd fcproj"]]]
+    for k in range(2 * L):
+        blk = block_fwd[k % 2]
+        if mode == "siamese":
+            seq += ["siamese_input_forward_kernel" if k == 0 else "siamese_update_input_forward_kernel"] + blk
+        elif mode == "pre":
+            seq += ["layernorm_forward_kernel"] + blk + ["residual_forward_kernel"]
+        else:
+            seq += blk + ["residual_forward_kernel", "layernorm_forward_kernel"]
+    seq.append("siamese_update_input_forward_kernel" if mode == "siamese" else "layernorm_forward_kernel")
+    seq += [mm["fwd logits"], "classifier_kernel", mm["bwd-input logits"], mm["bwd-weight wte"]]
+    ln_bwd = ["siamese_input_backward_kernel" if mode == "siamese" else "layernorm_backward_kernel", "column_sums_kernel"]
+    seq += ln_bwd
+    bias = ["column_grads_kernel", "column_finish_kernel"]
+    block_bwd = [[mm["bwd-input attproj"], mm["bwd-weight attproj"]] + bias +
+                 ["flash_backward_dot_kernel", "flash_backward_kv_kernel", "flash_backward_dq_kernel",
+                  mm["bwd-input qkv"], mm["bwd-weight qkv"]] + bias,
+                 [mm["bwd-input fcproj"], mm["bwd-weight fcproj"]] + bias + [mm["bwd-input fc"], mm["bwd-weight fc"]] + bias]
+    for k in range(2 * L - 1, -1, -1):
+        blk = block_bwd[k % 2]
+        if mode == "siamese":
+            seq += blk + ln_bwd
+        elif mode == "pre":
+            seq += ["cast_to_x_kernel"] + blk + ln_bwd
+        else:
+            seq += ln_bwd + blk
+    seq += ["wte_chunk_kernel", "wpe_backward_kernel", "sumsq_kernel"]
+    seq += ["adamw_kernel"] * sum(1 for n in cfg.param_sizes if n > 0)
+    return seq
+
+
+def read_trace(text):
+    """[(base name, ns)] of the kernels in an nsys cuda_gpu_trace CSV, in start order (copies and
+    memsets, whose names start with '[', left out)"""
+    lines = [l for l in text.splitlines() if l.strip()]
+    start = next((i for i, l in enumerate(lines) if "Duration" in l and "Name" in l), None)
+    if start is None:
+        raise SystemExit("dev/roofline.py: the trace CSV has no Duration and Name columns (nsys cuda_gpu_trace)")
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+    cols = rows[0].keys() if rows else []
+    dur = next((c for c in cols if c.startswith("Duration")), None)
+    beg = next((c for c in cols if c.startswith("Start")), None)
+    if dur is None:
+        raise SystemExit("dev/roofline.py: the trace CSV has no Duration column")
+    out = []
+    for r in rows:
+        name = r.get("Name", "")
+        if name.startswith("["):
+            continue
+        out.append((float(r[beg].replace(",", "")) if beg else len(out), base_name(name), float(r[dur].replace(",", ""))))
+    out.sort(key=lambda x: x[0])
+    return [(n, d) for _, n, d in out]
+
+
+def join_trace(text, cfg, B, T):
+    """the cuBLASLt kernels of an nsys trace attributed to the matmul calls of the model, by their
+    place in the launch order: each run of kernels that are not ours, between two of ours, belongs
+    to the run of matmul calls the model has there (a call may launch several kernels, so the calls
+    of one run are timed together). Our kernels must come in the model's order, step after step."""
+    step = model_step(cfg, B, T)
+    seq = launch_sequence(cfg, step)
+    ours = {n for n in step.rows if not n.startswith("matmul ") and not n.startswith("cudaMemset")}
+    # the model's step as runs: (our kernel) or (the tuple of matmul calls between two of ours)
+    model_runs, pending = [], []
+    for n in seq:
+        if n in ours:
+            if pending:
+                model_runs.append(tuple(pending))
+                pending = []
+            model_runs.append(n)
+        else:
+            pending.append(n)
+    if pending:
+        model_runs.append(tuple(pending))
+    kernels = read_trace(text)
+    # the first step starts at the first encoder_forward_kernel (start-up kernels before it)
+    first = next((i for i, (n, _) in enumerate(kernels) if n == "encoder_forward_kernel"), None)
+    if first is None:
+        return "trace: no encoder_forward_kernel: not a training run of train_gpt2cu"
+    trace_runs, pending_ns, pending_n = [], 0.0, 0
+    for n, d in kernels[first:]:
+        if n in ours:
+            if pending_n:
+                trace_runs.append((None, pending_ns, pending_n))
+                pending_ns, pending_n = 0.0, 0
+            trace_runs.append((n, d, 1))
+        else:
+            pending_ns += d
+            pending_n += 1
+    if pending_n:
+        trace_runs.append((None, pending_ns, pending_n))
+    steps = len(trace_runs) // len(model_runs)
+    if steps == 0:
+        return f"trace: {len(trace_runs)} runs of kernels, fewer than one step of the model's {len(model_runs)}"
+    got = {}
+    for i in range(steps * len(model_runs)):
+        want, (name, ns, n) = model_runs[i % len(model_runs)], trace_runs[i]
+        if isinstance(want, str) != (name is not None) or (name is not None and name != want):
+            return (f"trace: launch run {i} (step {i // len(model_runs) + 1}) is {name or 'cuBLASLt'}, the model has "
+                    f"{want if isinstance(want, str) else 'cuBLASLt'} there: the model's launch order is not the run's")
+        if not isinstance(want, str):
+            a, t, k = got.get(want, (0, 0.0, 0))
+            got[want] = (a + 1, t + ns, k + n)
+    lines = [f"cuBLASLt by matmul call, from the nsys trace ({steps} steps in the model's order); calls that follow "
+             "each other with none of our kernels between are timed together",
+             "| matmul calls | runs/step | kernels/run | predicted ms/step | measured ms/step | ratio |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    per_launch = lambda n: step.rows[n].seconds / step.rows[n].launches
+    tot_p = tot_m = 0.0
+    for calls, (runs, ns, n) in sorted(got.items(), key=lambda kv: -kv[1][1]):
+        p = sum(per_launch(c) for c in calls) * runs / steps * 1e3
+        m = ns / steps / 1e6
+        tot_p, tot_m = tot_p + p, tot_m + m
+        lines.append(f"| {' + '.join(f'`{c}`' for c in calls)} | {runs // steps} | {n / runs:.1f} | {p:.3f} | {m:.3f} | {m / p:.2f} |")
+    lines.append(f"| all matmuls | | | {tot_p:.3f} | {tot_m:.3f} | {tot_m / tot_p:.2f} |")
+    return "\n".join(lines)
 
 
 def model_flops_per_token(cfg, T):
@@ -499,6 +628,52 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
         check("a CSV of another tool is refused", False)
     except SystemExit as e:
         check("a CSV of another tool is refused", "neither" in str(e))
+    # the launch order against the counts, every mode
+    from collections import Counter
+    for mode in ("siamese", "pre", "post"):
+        c = Config("d12", mode)
+        st = model_step(c, 64, 1024)
+        seen = Counter(launch_sequence(c, st))
+        check(f"{mode}: the launch order holds each kernel and matmul as often as the table counts it",
+              all(seen[n] == r.launches for n, r in st.rows.items() if not n.startswith("cudaMemset")) and
+              sum(seen.values()) == sum(r.launches for n, r in st.rows.items() if not n.startswith("cudaMemset")))
+    # a canned nsys trace of 2 steps at d2c64h4 siamese: a start-up kernel and copies, our kernels 1 us
+    # each, every cuBLASLt call one kernel of 10 us but the logits' forward, split in two of 30 us
+    seq = launch_sequence(cfg, step)
+    mmnames = set(step.matmuls.values())
+    rows = ["Start (ns),Duration (ns),CorrId,GrdX,Strm,Name", '0,5000,1,1,7,"cast_to_x_kernel(__nv_bfloat16 *, const float *, unsigned long)"',
+            "1,100,2,0,7,[CUDA memcpy Host-to-Device]"]
+    t = 100
+    for _ in range(2):
+        for n in seq:
+            if n not in mmnames:
+                rows.append(f'{t},1000,0,1,7,"void {n}<8>(float *, int)"')
+                t += 10000
+            elif n == step.matmuls["fwd logits"]:
+                rows += [f"{t},30000,0,1,7,sm90_xmma_gemm_bf16bf16_splitk", f"{t + 1},30000,0,1,7,splitKreduce_kernel"]
+                t += 10000
+            else:
+                rows.append(f"{t},10000,0,1,7,nvjet_tst_64x8_64x16_4x1_v_bz_TNT")
+                t += 10000
+        rows.append(f"{t},100,3,0,7,[CUDA memcpy Device-to-Host]")
+        t += 10000
+    trace = "\n".join(rows) + "\n"
+    out = join_trace(trace, cfg, B, T)
+    print(out)
+    rows_by = {l.split("|")[1].strip(): l.split("|") for l in out.splitlines() if l.startswith("| ")}
+    logits = rows_by.get(f"`{step.matmuls['fwd logits']}`")
+    check("trace: the logits' forward, two kernels of 30 us per step: 0.060 ms, 2.0 kernels per run",
+          logits is not None and logits[5].strip() == "0.060" and logits[3].strip() == "2.0")
+    mlp = rows_by.get(f"`{step.matmuls['fwd fc']}` + `{step.matmuls['fwd fcproj']}`")
+    check("trace: fc and fcproj forward timed together, L runs per step of two kernels: 0.040 ms",
+          mlp is not None and mlp[2].strip() == "2" and mlp[5].strip() == "0.040")
+    allmm = rows_by.get("all matmuls")
+    check("trace: all matmuls, 26 calls of 10 us and 60 us for the logits per step: 0.320 ms",
+          allmm is not None and allmm[5].strip() == "0.320")
+    i = next(k for k, r in enumerate(rows) if "flash_forward_kernel" in r)
+    swapped = rows[:i] + [rows[i].replace("flash_forward_kernel", "flash_backward_dot_kernel")] + rows[i + 1:]
+    check("trace: a kernel out of the model's order is named, not attributed",
+          "launch order is not the run's" in join_trace("\n".join(swapped), cfg, B, T))
     print(f"dev/roofline.py --self-test: {fails} failure(s)")
     return 1 if fails else 0
 
@@ -513,6 +688,7 @@ def main():
     ap.add_argument("--check", metavar="MD", help="exit 1 when MD's generated block differs from --doc")
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")
     ap.add_argument("--join", metavar="CSV", help="a profiler's CSV (nsys kern_sum or ncu) against the model")
+    ap.add_argument("--join-trace", metavar="CSV", help="an nsys cuda_gpu_trace CSV: cuBLASLt's kernels by matmul call")
     ap.add_argument("--steps", type=int, default=0, help="--join: training steps the nsys profile covers (0: per launch only)")
     ap.add_argument("--self-test", action="store_true", help="the join on canned CSVs")
     a = ap.parse_args()
@@ -544,6 +720,14 @@ def main():
         print(f"dev/roofline.py: {path}'s roofline block is current")
         return 0
     cfg = Config(a.model, a.mode)
+    if a.join_trace:
+        try:
+            with open(a.join_trace) as f:
+                text = f.read()
+        except OSError as e:
+            raise SystemExit(f"dev/roofline.py: cannot read {a.join_trace}: {e.strerror}")
+        print(join_trace(text, cfg, a.B, a.T))
+        return 0
     if a.join:
         try:
             with open(a.join) as f:
