@@ -678,6 +678,14 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
     return 1 if fails else 0
 
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise SystemExit(f"dev/roofline.py: cannot read {path}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description="the roofline cost model of one train_gpt2cu step (bf16)")
     ap.add_argument("-e", dest="model", default="d12", help="dN or dNcXhY (default d12)")
@@ -701,11 +709,7 @@ def main():
         return 0
     if a.check or a.write:
         path = a.check or a.write
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError as e:
-            raise SystemExit(f"dev/roofline.py: cannot read {path}: {e.strerror}")
+        text = read_text(path)
         head, block, tail = doc_split(text, path)
         want = doc_block()
         if a.write:
@@ -721,20 +725,10 @@ def main():
         return 0
     cfg = Config(a.model, a.mode)
     if a.join_trace:
-        try:
-            with open(a.join_trace) as f:
-                text = f.read()
-        except OSError as e:
-            raise SystemExit(f"dev/roofline.py: cannot read {a.join_trace}: {e.strerror}")
-        print(join_trace(text, cfg, a.B, a.T))
+        print(join_trace(read_text(a.join_trace), cfg, a.B, a.T))
         return 0
     if a.join:
-        try:
-            with open(a.join) as f:
-                text = f.read()
-        except OSError as e:
-            raise SystemExit(f"dev/roofline.py: cannot read {a.join}: {e.strerror}")
-        print(join(text, cfg, a.B, a.T, a.steps or None))
+        print(join(read_text(a.join), cfg, a.B, a.T, a.steps or None))
         return 0
     print(table(cfg, a.B, a.T)[0])
     return 0
