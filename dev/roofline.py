@@ -22,6 +22,8 @@ the host's waits, tails and waves, L2 misses beyond the least, and cuBLASLt's ow
     python3 dev/roofline.py --write doc/cuda.md    rewrite that block
     python3 dev/roofline.py --join CSV --steps 5   measured (a profiler's CSV) against predicted
     python3 dev/roofline.py --join-trace CSV       cuBLASLt's kernels by matmul call (an nsys trace)
+    python3 dev/roofline.py --launches LOG ...     the model's launch order against a run through the
+                                                   CPU execution layer (CUDACPU_LAUNCH_LOG)
     python3 dev/roofline.py --self-test            the join on canned nsys and ncu CSVs
 
 --join reads `nsys stats --report cuda_gpu_kern_sum --format csv` (columns "Instances", "Total
@@ -406,6 +408,67 @@ def join_trace(text, cfg, B, T):
     return "\n".join(lines)
 
 
+def read_launch_log(text, root="."):
+    """[name or (M, N, K)] from a CUDACPU_LAUNCH_LOG (tests/cudacpu): our kernels by name, cuBLASLt's
+    calls as the model's [M x N x K] (cuBLASLt's column-major m, n, k are our N, M, K). A launch
+    through a variable (`kernel<<<...>>>`) is named by the first NAME_kernel on the `auto kernel = ...`
+    line above it in the source."""
+    out, sources = [], {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[0] == "matmul":
+            m, n, k = (int(x) for x in f[1:])
+            out.append((n, m, k))
+        elif len(f) == 3 and f[0] == "kernel":
+            name = base_name(f[1])
+            path, _, lineno = f[2].rpartition(":")
+            if path not in sources:
+                try:
+                    with open(f"{root}/{path}") as src:
+                        sources[path] = src.read().splitlines()
+                except OSError:
+                    sources[path] = []
+            src, i = sources[path], int(lineno) - 1
+            for j in range(i - 1, max(i - 8, -1), -1):
+                if 0 <= j < len(src):
+                    m = re.search(r"auto\s+" + re.escape(name) + r"\s*=.*?\b([A-Za-z_]\w*_kernel)\b", src[j])
+                    if m:
+                        name = m.group(1)
+                        break
+            out.append(name)
+        elif line.strip():
+            raise SystemExit(f"dev/roofline.py: not a launch log line: {line!r}")
+    return out
+
+
+def check_launches(text, cfg, B, T, root="."):
+    """the launches of a training run through the CPU execution layer against launch_sequence:
+    from the first encoder_forward_kernel on, every step, kernel by kernel and matmul by shape.
+    Returns (ok, message)."""
+    step = model_step(cfg, B, T)
+    want = []
+    for n in launch_sequence(cfg, step):
+        m = re.fullmatch(r"matmul .*\[(\d+)x(\d+)x(\d+)\]", n)
+        want.append(tuple(int(x) for x in m.groups()) if m else n)
+    got = read_launch_log(text, root)
+    first = next((i for i, n in enumerate(got) if n == "encoder_forward_kernel"), None)
+    if first is None:
+        return False, "no encoder_forward_kernel in the log"
+    got = got[first:]
+    show = lambda x: x if isinstance(x, str) else "matmul [%dx%dx%d]" % x
+    if len(got) % len(want) != 0:
+        steps = 0
+    else:
+        steps = len(got) // len(want)
+    for i in range(max(len(got), len(want))):
+        g = got[i] if i < len(got) else "(nothing)"
+        w = want[i % len(want)] if steps or i < len(want) else "(nothing)"
+        if g != w:
+            return False, (f"launch {i % len(want)} of step {i // len(want) + 1}: the run has {show(g)}, the model "
+                           f"{show(w)} ({len(got)} launches from the first encoder_forward_kernel, {len(want)} per modelled step)")
+    return True, f"{steps} step(s), {len(want)} launches each, as modelled ({cfg.spec} {cfg.mode}, B {B}, T {T})"
+
+
 def model_flops_per_token(cfg, T):
     """ours (common/train_loop.h, train_flops_per_token) and llm.c's (train_gpt2.cu, gpt2_estimate_mfu)"""
     ours = 6.0 * cfg.params + 12.0 * cfg.L * cfg.C * T
@@ -696,6 +759,7 @@ def main():
     ap.add_argument("--check", metavar="MD", help="exit 1 when MD's generated block differs from --doc")
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")
     ap.add_argument("--join", metavar="CSV", help="a profiler's CSV (nsys kern_sum or ncu) against the model")
+    ap.add_argument("--launches", metavar="LOG", help="a CUDACPU_LAUNCH_LOG of a training run: exit 1 unless it launches as modelled")
     ap.add_argument("--join-trace", metavar="CSV", help="an nsys cuda_gpu_trace CSV: cuBLASLt's kernels by matmul call")
     ap.add_argument("--steps", type=int, default=0, help="--join: training steps the nsys profile covers (0: per launch only)")
     ap.add_argument("--self-test", action="store_true", help="the join on canned CSVs")
@@ -724,6 +788,10 @@ def main():
         print(f"dev/roofline.py: {path}'s roofline block is current")
         return 0
     cfg = Config(a.model, a.mode)
+    if a.launches:
+        ok, message = check_launches(read_text(a.launches), cfg, a.B, a.T)
+        print(f"dev/roofline.py --launches: {message}")
+        return 0 if ok else 1
     if a.join_trace:
         print(join_trace(read_text(a.join_trace), cfg, a.B, a.T))
         return 0
