@@ -14,7 +14,7 @@
 #   selftest    this script's parsing on canned output, before it parses real output: dev/roofline.py
 #               --self-test, the profile join and the dev/cuda summary below, dev/bench_gpu.sh --self-test;
 #               in --layer mode also the model's launch order against the trainer's (dev/roofline.py
-#               --launches on a CUDACPU_LAUNCH_LOG of 2 steps in each mode)
+#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese)
 #   build       only what the timing needs: make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard
 #               (bf16; GPU_ARCH from the GPU's compute capability)
 #   test_bf16   ./test_gpt2cu against data/test (each result on its own row)
@@ -410,14 +410,15 @@ LOG
         dev_cuda_summary classifier)
     want=$'classifier, loss + dlogits: v1 1.0000, [v4] 1.5000 ms; trainer / fastest other (v1): 1.50\nclassifier, loss only: v1 0.5000 ms'
     if [ "$sum" = "$want" ]; then echo "ok   dev_cuda summary, two jobs"; else echo "FAIL dev_cuda summary: '$sum', want '$want'"; fails=$((fails + 1)); fi
-    # through the layer: the model's launch order against the trainer's, 2 steps of a small model in
-    # every mode on random tokens of GPT-2's vocabulary (CUDACPU_LAUNCH_LOG, tests/cudacpu)
+    # through the layer: the model's launch order against the trainer's, a step of a small model in
+    # every mode (two in siamese: the next step repeats it) on random tokens of GPT-2's vocabulary
+    # (CUDACPU_LAUNCH_LOG, tests/cudacpu)
     local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test" mode
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
         for mode in siamese pre post; do
             CUDACPU_LAUNCH_LOG=$tmp/launches_$mode.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -e d2c64h4 -N "$mode" \
-                -b 2 -t 64 -x 2 -v 0 -s 0 > "$tmp/run_$mode.txt" 2>&1 || { cat "$tmp/run_$mode.txt"; fails=$((fails + 1)); }
+                -b 2 -t 64 -x "$([ "$mode" = siamese ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode.txt" 2>&1 || { cat "$tmp/run_$mode.txt"; fails=$((fails + 1)); }
             python3 dev/roofline.py --launches "$tmp/launches_$mode.txt" -e d2c64h4 -N "$mode" -b 2 -t 64 || fails=$((fails + 1))
         done
         what+=", the model's launch order against the trainer's (three modes)"
