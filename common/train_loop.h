@@ -31,7 +31,9 @@ One optimizer step (train_run_loop) reads: zero the gradients; grad_accum micro-
 and backward (the gradients accumulate); the gradients summed over the ranks and their global norm
 (train_reduce_gradients); the learning rate of the step (learning_rate_at, -K) and the clip
 (grad_clip_scale, GRAD_CLIP); AdamW (train_update). A step whose loss or norm is not finite skips
-the update (nonfinite_step, common/train_common.h).
+the update (nonfinite_step, common/train_common.h). The tests' build of a trainer (-DTEST_HOOKS)
+puts the faults of common/test_hooks.h in front of the trainer's functions; a trainer built by
+`make` has none.
 */
 #ifndef COMMON_TRAIN_LOOP_H
 #define COMMON_TRAIN_LOOP_H
@@ -424,6 +426,24 @@ static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int eval
            steps_left, 1000.0 * e->step_seconds / e->steps_timed, evals);
 }
 
+// the step line on stdout and in main.log: loss, gradient norm, learning rate, time, throughput
+// and, where the trainer knows its device's peak (ops->peak_flops), the model FLOPs utilisation
+static inline void train_report_step(Logger* lg, const TrainRun* r, const TrainerOps* ops, int step, double loss,
+                                     float norm, float lr, double seconds) {
+    const TrainArgs* a = &r->args;
+    double ms = seconds * 1000.0, tok_s = a->total_batch / seconds;
+    char mfu_line[64] = "", mfu_log[64] = "";
+    if (ops->peak_flops > 0) {
+        double mfu = 100.0 * train_flops_per_token(r) * (double)a->total_batch / seconds / ops->peak_flops;
+        snprintf(mfu_line, sizeof(mfu_line), " | MFU %.1f%%", mfu);
+        snprintf(mfu_log, sizeof(mfu_log), " mfu=%.2f", mfu);
+    }
+    printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s%s\n", step + 1, a->max_steps, loss, norm,
+           lr, ms, tok_s, mfu_line);
+    logger_line(lg, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss, norm, lr, ms,
+                tok_s, mfu_log);
+}
+
 // ----------------------------------------------------------------------------
 // the loop
 
@@ -471,7 +491,6 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     st.total_batch = a->total_batch;
     Logger logger;
     logger_init(&logger, r->dist.rank == 0 ? a->output_dir : "", a->resume);  // rank 0 alone logs
-    double step_flops = train_flops_per_token(r) * (double)a->total_batch;
     int evaluates = r->have_val || have_arith;
     RunEstimate estimate = {st.step, 0, 0.0, -1.0};
     // the device may hold queued work no step has waited for (the model's upload, an evaluation):
@@ -507,7 +526,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         if (last) { break; }
 
         // one optimizer step: grad_accum micro-batches (on every rank), the gradients summed over
-        // the ranks, then clip and AdamW. The device waits (ops->sync) are those of the clock: one
+        // the ranks, the step's learning rate and clip, then AdamW. The device waits (ops->sync) are those of the clock: one
         // where the step ends, and one before it starts only when something else ran in between.
         if (ops->sync && queued) { ops->sync(model); }
         double t0 = now_seconds();
@@ -528,19 +547,9 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             train_update(r, ops, model, lr, grad_clip_scale(norm, GRAD_CLIP), st.updates);
             if (ops->sync) { ops->sync(model); }
             queued = 0;
-            double ms = (now_seconds() - t0) * 1000.0;
-            double tok_s = a->total_batch / (ms / 1000.0);
-            char mfu_line[64] = "", mfu_log[64] = "";
-            if (ops->peak_flops > 0) {
-                double mfu = 100.0 * step_flops / (ms / 1000.0) / ops->peak_flops;
-                snprintf(mfu_line, sizeof(mfu_line), " | MFU %.1f%%", mfu);
-                snprintf(mfu_log, sizeof(mfu_log), " mfu=%.2f", mfu);
-            }
-            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s%s\n", step + 1, a->max_steps,
-                   loss, norm, lr, ms, tok_s, mfu_line);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss,
-                        norm, lr, ms, tok_s, mfu_log);
-            run_estimate_step(&estimate, r, evaluates, step, ms / 1000.0);
+            double seconds = now_seconds() - t0;
+            train_report_step(&logger, r, ops, step, loss, norm, lr, seconds);
+            run_estimate_step(&estimate, r, evaluates, step, seconds);
         } else {
             nonfinite_step(&logger, a, &st, step, loss, norm);  // skip the update; several in a row stop the run
         }
