@@ -16,7 +16,8 @@
 #   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS, which only the test build $HOOKS reads)
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
 #   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
-#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x);
+#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x,
+#      -w without -K wsd, -q with -K constant, -n and -nk without -o);
 #      -y 1 on a folder with a log but no checkpoint; NaN/Inf weights and moments; .tmp debris
 # KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
@@ -370,6 +371,21 @@ expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 
 check "note: ... says the lr never reaches -l" grep -qx "note: warmup -u 8 is longer than the run -x 2: the learning rate ends at 0.00025, not at -l 0.001" "$W/note:_-u_larger_than_-x.out"
 expect_success "note: -u equal to -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 2 -x 2
 check "note: ... says nothing" test -z "$(grep warmup "$W/note:_-u_equal_to_-x.out")"
+# flags that another flag makes useless: -w without -K wsd, -q with -K constant, -n and -nk without -o
+for spec in "-w 0.5:note: -w 0.5 is ignored: it sets the decay of -K wsd, and the schedule is -K cosine" \
+            "-K linear -w 0.3:note: -w 0.3 is ignored: it sets the decay of -K wsd, and the schedule is -K linear" \
+            "-K constant -q 0.5:note: -q 0.5 is ignored: -K constant does not decay" \
+            "-n 1:note: -n 1 is ignored: without an output folder -o no checkpoint is written" \
+            "-nk 2:note: -nk 2 is ignored: without an output folder -o no checkpoint is written"; do
+    name="note: ${spec%%:*}"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" ${spec%%:*}
+    check "$name: ... says it is ignored" grep -qxF "${spec#*:}" "$W/${name//[\/ ]/_}.out"
+done
+for spec in "-K wsd -w 0.3" "-K cosine -q 0.5" "-n 1 -nk 2 -o $W/notes_n"; do
+    name="note: $spec"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" $spec
+    check "$name: ... says nothing is ignored" test -z "$(grep ignored "$W/${name//[\/ ]/_}.out")"
+done
 # good_run was planned with -x 2 (warmup 100): resumed to -x 4 the schedule changes
 cp -r "$W/good_run" "$W/longer"
 expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 -x 4 -u 1 -o "$W/longer" -y 1
