@@ -126,7 +126,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -c <float>  weight decay [%g]\n", d->weight_decay);
     printf("  -x <int>    number of optimizer steps [%d]\n", d->max_steps);
     printf("  -v <int>    validate every N steps, 0 = never [%d]\n", d->val_every);
-    printf("  -m <int>    validation batches [%d]\n", d->val_batches);
+    printf("  -m <int>    validation batches, at most one pass over the data [%d]\n", d->val_batches);
     printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
     printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
     printf("  -k <int>    arithmetic data: held-out problems for the accuracy at each validation [%d]\n", d->arith_problems);

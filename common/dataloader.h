@@ -223,6 +223,13 @@ static inline void dataloader_start_at_seed(DataLoader* d, uint64_t seed) {
     dataloader_set_position(d, shard, (long)(random_mix64(h) % offsets));
 }
 
+// windows in one pass over all shards (each holds those that fit whole, with their extra target)
+static inline long dataloader_windows(const DataLoader* d) {
+    long windows = 0;
+    for (int i = 0; i < d->num_shards; i++) { windows += (d->shard_tokens[i] - 1) / dataloader_window(d); }
+    return windows;
+}
+
 static inline void dataloader_reset(DataLoader* d) {
     dataloader_set_position(d, 0, 0);
 }

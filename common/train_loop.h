@@ -246,7 +246,16 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, d->rank, d->size);
     run_data_order(&r->train_loader, a);  // -S: the batches start at a seeded position
     r->have_val = a->val_pattern[0] != '\0' && a->val_every > 0;
-    if (r->have_val) { dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1); }
+    if (r->have_val) {
+        dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1);
+        // one pass at most: more batches than the data holds would average repeats
+        long windows = dataloader_windows(&r->val_loader);
+        if (a->val_batches > windows) {
+            printf("note: -m %d is more than the validation data holds: %ld batches of B*T = %ld tokens, each once\n",
+                   a->val_batches, windows, dataloader_window(&r->val_loader));
+            a->val_batches = (int)windows;
+        }
+    }
     if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }
     r->grad_accum = (int)(a->total_batch / per_micro);
     printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",

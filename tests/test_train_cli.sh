@@ -17,7 +17,7 @@
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
 #   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
 #      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x,
-#      -w without -K wsd, -q with -K constant, -n and -nk without -o);
+#      -w without -K wsd, -q with -K constant, -n and -nk without -o); -m above the val data: one pass
 #      -y 1 on a folder with a log but no checkpoint; NaN/Inf weights and moments; .tmp debris
 # KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
@@ -221,6 +221,15 @@ expect_error "data: no shard matches" "no file matches" "$TRAIN" -e "$MODEL" "${
 expect_error "data: shard smaller than a batch" "only 10 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/small.bin"
 cp "$W/data/val_000.bin" "$W/data/cut.bin"; truncate -s 1100 "$W/data/cut.bin"
 expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/cut.bin" -v 1
+# -m above the batches the validation data holds (val_000.bin: 100 tokens, 6 windows of 2*8 + 1):
+# one pass over them, as -m 6 (the loader went round again, and the loss averaged repeats)
+expect_success "val: -m 6, the 6 batches of val_000.bin" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 6
+expect_success "val: -m 50" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 50
+check "val: -m 50 gives the val losses of -m 6 (steps 0 and 2)" diff <(grep "^val loss" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out") \
+    <(grep "^val loss" "$W/val:_-m_50.out")
+check "val: -m 50: ... and says so" grep -qx "note: -m 50 is more than the validation data holds: 6 batches of B\*T = 16 tokens, each once" \
+    "$W/val:_-m_50.out"
+check "val: -m 6: ... says nothing" test -z "$(grep -e "-m 6" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out")"
 
 mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
 expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
