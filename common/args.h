@@ -257,6 +257,8 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }
+    if (a->train_pattern[0] == '\0') { fatal("-i is empty: it takes the training shards (a glob pattern, quoted)"); }
+    if (a->init[0] == '\0') { fatal("-e is empty: it takes a checkpoint file or a fresh model dN, dNcC or dNcChH"); }
     long bt = (long)a->B * a->T;
     if (bt > (1L << 24)) { fatal("micro-batch B*T = %ld tokens is too large (at most %ld)", bt, 1L << 24); }
     a->total_batch_given = a->total_batch != -1;

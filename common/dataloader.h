@@ -164,7 +164,7 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
 
     glob_t g;
     int rc = glob(glob_pattern, 0, NULL, &g);  // glob sorts the names
-    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { fatal("no file matches %s", glob_pattern); }
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { fatal("no file matches '%s'", glob_pattern); }
     if (rc != 0) { fatal("cannot expand the pattern %s (glob error %d)", glob_pattern, rc); }
     d->num_shards = (int)g.gl_pathc;
     d->shard_paths = (char**)malloc_check(g.gl_pathc * sizeof(char*), "shard paths");
