@@ -236,6 +236,8 @@ expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin:
 
 # flags (tests/cli_flags.sh: the same checks run against train_gpt2cu in tests/test_train_cu_cli.sh)
 source tests/cli_flags.sh
+# an absurd thread count: libgomp failed to start the threads (50000) or crashed (100000)
+expect_error "OMP_NUM_THREADS=100000" "OMP_NUM_THREADS asks for 100000 threads" env OMP_NUM_THREADS=100000 "$TRAIN" -e "$MODEL" "${T[@]}"
 # output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable
 # folders here are ones that no permission lets anyone write: below a regular file, and /proc.
 : > "$W/plainfile"
