@@ -51,7 +51,8 @@ PyTorch.
 #include "common/params.h"
 #include "common/args.h"
 #include "common/rng.h"
-#include "common/matmul_tiled.h"  // matmul_accumulate, the fast matmul (Part 1, "matmul")
+#include "common/matmul_tiled.h"  // matmul_tiled, the fast matmul (Part 1, "matmul")
+#include "common/vec_math.h"      // vec_exp, an exp the compiler vectorizes (GELU, the softmaxes)
 
 // ============================================================================
 // Part 1: the layers
@@ -284,19 +285,26 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 //     dbias (OC)       += the column sums of dout
 // The plain loops below are exactly that. The matmuls are ~90% of the work, so the model calls
 // matmul_forward and matmul_backward (after the loops), which hand the two products to
-// matmul_accumulate, C += A . B with A and B read through strides, register-tiled and
-// cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
+// matmul_tiled, C = bias + A . B or C += A . B with A and B read through strides, register-tiled
+// and cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
 // loops; only its fused multiply-adds round differently, so the two agree to rounding (test_gpt2
 // holds both to a sum in double). The plain loops are not called in training (`inline` keeps
 // the compiler from warning about that).
 
-// dbias += the column sums of dout (both versions below use it)
+// dbias += the column sums of dout (both versions below use it). Each column is summed down the
+// rows in order; a thread takes 64 columns at a time and walks along the rows, so the inner loop
+// reads dout contiguously (and in vectors) rather than one number per row.
 static void bias_backward(float* dbias, const float* dout, int BT, int OC) {
+    enum { COLS = 64 };
     #pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float db = 0.0f;
-        for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
-        dbias[o] += db;
+    for (int o0 = 0; o0 < OC; o0 += COLS) {
+        int n = OC - o0 < COLS ? OC - o0 : COLS;
+        float db[COLS] = {0};
+        for (int bt = 0; bt < BT; bt++) {
+            const float* row = dout + (size_t)bt * OC + o0;
+            for (int i = 0; i < n; i++) { db[i] += row[i]; }
+        }
+        for (int i = 0; i < n; i++) { dbias[o0 + i] += db[i]; }
     }
 }
 
@@ -334,18 +342,13 @@ static inline void matmul_backward_plain(float* dinp, float* dweight, float* dbi
 // what the model calls: the same products through the tiled kernel
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
-    #pragma omp parallel for
-    for (int bt = 0; bt < BT; bt++) {
-        float* o = out + (size_t)bt * OC;
-        if (bias) { memcpy(o, bias, OC * sizeof(float)); } else { memset(o, 0, OC * sizeof(float)); }
-    }
-    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // out += inp . weight^T: B[k][n] = weight[n][k]
+    matmul_tiled(out, bias, 0, inp, C, 1, weight, 1, C, BT, OC, C);  // out = bias + inp . weight^T: B[k][n] = weight[n][k]
 }
 
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
-    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
+    matmul_tiled(dinp, NULL, 1, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
+    matmul_tiled(dweight, NULL, 1, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
     if (dbias) { bias_backward(dbias, dout, BT, OC); }
 }
 
@@ -374,7 +377,8 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
                     if (a[t2] > maxval) { maxval = a[t2]; }
                 }
                 float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxval); sum += a[t2]; }
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = vec_exp(a[t2] - maxval); }
+                for (int t2 = 0; t2 <= t; t2++) { sum += a[t2]; }
                 float inv = 1.0f / sum;
                 for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
                 for (int t2 = t + 1; t2 < T; t2++) { a[t2] = 0.0f; }
@@ -432,16 +436,22 @@ static void attention_backward(float* dqkv, float* datt_scratch, const float* do
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). With u the argument of
+// tanh, 0.5 (1 + tanh(u)) is the logistic function s = 1 / (1 + e^(-2u)), so GELU(x) = x s; that form
+// needs one exp, which vec_exp (common/vec_math.h) computes in vector code. The derivative:
+//     GELU'(x) = s + x s' = s + 2 x s (1 - s) du/dx,   du/dx = sqrt(2/pi) (1 + 3 0.044715 x^2)
+// (1 - tanh(u)^2 = 4 s (1 - s)).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
+static inline float gelu_sigmoid(float x) {  // s = 0.5 (1 + tanh(u))
+    float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+    return 1.0f / (1.0f + vec_exp(-2.0f * u));
+}
+
 static void gelu_forward(float* out, const float* inp, size_t n) {
     #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
-    }
+    for (size_t i = 0; i < n; i++) { out[i] = inp[i] * gelu_sigmoid(inp[i]); }
 }
 
 // dinp = dout * GELU'(inp)  (overwrites: the MLP hidden gradient has this single source)
@@ -449,9 +459,9 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, size
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
-        float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * x * dth);
+        float s = gelu_sigmoid(x);
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
     }
 }
 
@@ -470,7 +480,7 @@ static void crossentropy_forward(float* losses, float* lse, const float* logits,
         for (int i = 0; i < V; i++) { if (l[i] > maxval) { maxval = l[i]; } }
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < V; i++) { sum += expf(l[i] - maxval); }
+        for (int i = 0; i < V; i++) { sum += vec_exp(l[i] - maxval); }
         lse[r] = maxval + logf(sum);
         losses[r] = lse[r] - l[targets[r]];
     }
@@ -481,7 +491,7 @@ static void crossentropy_backward(float* logits, const float* lse, const int* ta
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
         float* l = logits + (size_t)r * Vp;
-        for (int i = 0; i < V; i++) { l[i] = expf(l[i] - lse[r]) * dloss; }
+        for (int i = 0; i < V; i++) { l[i] = vec_exp(l[i] - lse[r]) * dloss; }
         for (int i = V; i < Vp; i++) { l[i] = 0.0f; }
         l[targets[r]] -= dloss;
     }
