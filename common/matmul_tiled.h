@@ -277,12 +277,60 @@ static void mm_split(int i, int n, int units, int size, int total, int* lo, int*
     if (*hi > total) { *hi = total; }
 }
 
-// C[M][N] = init + A[M][K] . B[K][N]   (accumulate 0: init[n] in every row, bias or NULL for 0)
-// C[M][N] += A[M][K] . B[K][N]         (accumulate 1: init must be NULL)
-// with A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n], C row-major
+// Rows [m0, m1) x columns [n0, n1) of C, at most MM_MC x MM_NC, with the calling thread's buffers:
+// C = init + A . B (accumulate 0: init[n] in every row, a bias, or NULL for 0) or C += A . B
+// (accumulate 1: init must be NULL), A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n],
+// C[m][n] = c[m * ldc + n]
+static void mm_block(float* c, size_t ldc, const float* init, int accumulate, const float* a, size_t a_m, size_t a_k,
+                     const float* b, size_t b_k, size_t b_n, int m0, int m1, int n0, int n1, int K) {
+    static const float zeros[MM_NR];
+    float* pack_a = mm_thread_buffer();
+    float* pack_b = pack_a + (size_t)MM_MC * MM_KC;
+    int nw = (n1 - n0) / VW * VW;  // whole vectors; the last N % VW columns by hand
+    for (int k0 = 0; k0 < K || k0 == 0; k0 += MM_KC) {
+        int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+        // the first k block of an overwrite starts from init; every other from C
+        const float* start = accumulate || k0 > 0 ? NULL : init ? init + n0 : zeros;
+        mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc);
+        mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw);
+        for (int m = m0; m < m1; m += MM_MR) {
+            int rm = m1 - m < MM_MR ? m1 - m : MM_MR;
+            const float* strip = pack_a + (size_t)(m - m0) * kc;
+            float* cm = c + (size_t)m * ldc;
+            for (int p = 0; p < nw; p += MM_NR) {
+                int w = nw - p < MM_NR ? nw - p : MM_NR;
+                const float* from = start == zeros ? zeros : start ? start + p : NULL;
+                mm_tile_any(cm + n0 + p, ldc, from, strip, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
+            }
+            for (int r = 0; r < rm; r++) {
+                for (int n = n0 + nw; n < n1; n++) {
+                    float sum = start ? (init ? init[n] : 0.0f) : cm[(size_t)r * ldc + n];
+                    for (int k = 0; k < kc; k++) { sum += strip[k * MM_MR + r] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
+                    cm[(size_t)r * ldc + n] = sum;
+                }
+            }
+        }
+    }
+}
+
+// the whole M x N matrix C (ldc apart) on the calling thread, in blocks of MM_MC x MM_NC (the
+// arguments as for mm_block): attention calls it for one (sequence, head) inside its own
+// parallel loop
+static void matmul_tiled_serial(float* c, size_t ldc, const float* init, int accumulate, const float* a, size_t a_m,
+                                size_t a_k, const float* b, size_t b_k, size_t b_n, int M, int N, int K) {
+    for (int m0 = 0; m0 < M; m0 += MM_MC) {
+        for (int n0 = 0; n0 < N; n0 += MM_NC) {
+            mm_block(c, ldc, init, accumulate, a, a_m, a_k, b, b_k, b_n, m0, m0 + MM_MC < M ? m0 + MM_MC : M, n0,
+                     n0 + MM_NC < N ? n0 + MM_NC : N, K);
+        }
+    }
+}
+
+// the same, C row-major (ldc = N), split over the threads: at least one task per thread (when there
+// are enough panels), and a multiple of the threads when that costs at most one more block of
+// columns per block of rows
 static void matmul_tiled(float* c, const float* init, int accumulate, const float* a, size_t a_m, size_t a_k,
                          const float* b, size_t b_k, size_t b_n, int M, int N, int K) {
-    static const float zeros[MM_NR];
     int tiles = (M + MM_MR - 1) / MM_MR, panels = (N + MM_NR - 1) / MM_NR;
     int m_blocks = (tiles * MM_MR + MM_MC - 1) / MM_MC, n_blocks = (panels * MM_NR + MM_NC - 1) / MM_NC;
 #ifdef _OPENMP
@@ -290,8 +338,6 @@ static void matmul_tiled(float* c, const float* init, int accumulate, const floa
 #else
     int threads = 1;
 #endif
-    // at least one task per thread (when there are enough panels), and a multiple of the threads
-    // when that costs at most one more block of columns per block of rows
     while (m_blocks * n_blocks < threads && n_blocks < panels) { n_blocks++; }
     if ((m_blocks * n_blocks) % threads != 0 && n_blocks + 1 <= panels &&
         (m_blocks * (n_blocks + 1)) % threads == 0) {
@@ -300,38 +346,10 @@ static void matmul_tiled(float* c, const float* init, int accumulate, const floa
     #pragma omp parallel for collapse(2) schedule(static)
     for (int mb = 0; mb < m_blocks; mb++) {
         for (int nb = 0; nb < n_blocks; nb++) {
-            float* pack_a = mm_thread_buffer();
-            float* pack_b = pack_a + (size_t)MM_MC * MM_KC;
-            int m0, m_end, n0, n_end;
-            mm_split(mb, m_blocks, tiles, MM_MR, M, &m0, &m_end);
-            mm_split(nb, n_blocks, panels, MM_NR, N, &n0, &n_end);
-            int nw = (n_end - n0) / VW * VW;  // whole vectors; the last N % VW columns by hand
-            for (int k0 = 0; k0 < K || k0 == 0; k0 += MM_KC) {
-                int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
-                // the first k block of an overwrite starts from init; every other from C
-                const float* start = accumulate || k0 > 0 ? NULL : init ? init + n0 : zeros;
-                mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m_end - m0, kc);
-                mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw);
-                for (int m = m0; m < m_end; m += MM_MR) {
-                    int rm = m_end - m < MM_MR ? m_end - m : MM_MR;
-                    const float* strip = pack_a + (size_t)(m - m0) * kc;
-                    float* cm = c + (size_t)m * N;
-                    for (int p = 0; p < nw; p += MM_NR) {
-                        int w = nw - p < MM_NR ? nw - p : MM_NR;
-                        const float* from = start == zeros ? zeros : start ? start + p : NULL;
-                        mm_tile_any(cm + n0 + p, N, from, strip, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
-                    }
-                    for (int r = 0; r < rm; r++) {
-                        for (int n = n0 + nw; n < n_end; n++) {
-                            float sum = start ? (init ? init[n] : 0.0f) : cm[(size_t)r * N + n];
-                            for (int k = 0; k < kc; k++) {
-                                sum += strip[k * MM_MR + r] * b[(size_t)(k0 + k) * b_k + n * b_n];
-                            }
-                            cm[(size_t)r * N + n] = sum;
-                        }
-                    }
-                }
-            }
+            int m0, m1, n0, n1;
+            mm_split(mb, m_blocks, tiles, MM_MR, M, &m0, &m1);
+            mm_split(nb, n_blocks, panels, MM_NR, N, &n0, &n1);
+            mm_block(c, N, init, accumulate, a, a_m, a_k, b, b_k, b_n, m0, m1, n0, n1, K);
         }
     }
 }

@@ -13,8 +13,8 @@ significant bits so that n times it is exact, and the small rest), e^r comes fro
 degree 7 (the coefficients of Cephes' expf, S. Moshier), and 2^n is built directly in the exponent
 bits of a float. The rounding of n uses the 1.5 * 2^23 trick: adding that constant pushes the
 fraction bits out of the float, so the sum holds round(x / ln 2) in its lowest mantissa bits. The
-relative error is under 2 float ulps (about 2.4e-7) for every x (checked against exp in double in
-test_gpt2, "vec_exp"). Below -87.3 (where e^x leaves the normal floats) the result is 0, above
+relative error is about one float ulp: at most 7.5e-8 on the 110000 points test_gpt2 checks
+against exp in double ("vec_exp", which allows 1.5e-7). Below -87.3 (where e^x leaves the normal floats) the result is 0, above
 88.38 (127.5 ln 2, where 2^n would leave the floats) it is +inf, and a NaN stays NaN (the clamps are comparisons, false for NaN), so a diverged
 model still reports a NaN loss.
 

@@ -7,6 +7,7 @@ the same run as the trainer and divides each step by these limits.
     OMP_NUM_THREADS=2 /tmp/peak fma            # about 1 s
     OMP_NUM_THREADS=2 /tmp/peak stream         # about 5 s and 512 MiB of memory
     OMP_NUM_THREADS=2 /tmp/peak                # both
+    OMP_NUM_THREADS=2 /tmp/peak fma --cpu-time # timed by the process's CPU time / threads (peak.h)
 
 Output, one line per figure, for scripts:
     fma_gflops median 233.9 best 234.4 isa avx512 threads 2
@@ -16,11 +17,15 @@ Output, one line per figure, for scripts:
 #include "peak.h"
 
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[argc - 1], "--cpu-time") == 0) {
+        peak_use_cpu_time(1);
+        argc--;
+    }
     const char* what = argc > 1 ? argv[1] : "all";
     int fma = !strcmp(what, "fma") || !strcmp(what, "all");
     int stream = !strcmp(what, "stream") || !strcmp(what, "all");
     if ((!fma && !stream) || argc > 2) {
-        fprintf(stderr, "error: usage: peak [fma|stream|all]\n");
+        fprintf(stderr, "error: usage: peak [fma|stream|all] [--cpu-time]\n");
         return 1;
     }
     int threads = omp_get_max_threads();
