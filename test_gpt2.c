@@ -259,11 +259,12 @@ static void parse_shape(const char* s, int shape[6]) {
 // The tiled matmul (common/matmul_tiled.h, what the model calls) on shapes that hit every edge of
 // its tiling (rows and columns that are not multiples of the tile, k not a multiple of the vector
 // width, several k blocks, several blocks of rows: 300 and 1000 rows, of columns: 1000), with and
-// without a bias (the forward's tiles then start from 0), and the plain loops of train_gpt2.c, both
-// against a sum in double. The dumps' tiny model alone would not reach all of these.
+// without a bias (the forward's tiles then start from 0), rows of B read in place and (C 512: rows
+// 2 KiB apart) packed, and the plain loops of train_gpt2.c, both against a sum in double. The
+// dumps' tiny model alone would not reach all of these.
 static int test_matmul_kernels(void) {
-    const int shapes[][4] = {{1, 16, 16, 1},   {13, 40, 70, 1},   {7, 32, 300, 0},   {100, 96, 200, 1},
-                             {37, 333, 129, 1}, {256, 64, 1000, 1}, {300, 40, 70, 0}};  // BT, C, OC, bias
+    const int shapes[][4] = {{1, 16, 16, 1},    {13, 40, 70, 1},  {7, 32, 300, 0}, {100, 96, 200, 1}, {37, 333, 129, 1},
+                             {256, 64, 1000, 1}, {300, 40, 70, 0}, {20, 512, 50, 1}};  // BT, C, OC, bias
     int failures = 0;
     uint64_t rng = 42;
     printf("[matmul] the tiled matmul and the plain loops vs a sum in double:\n");

@@ -287,12 +287,16 @@ static void mm_block(float* c, size_t ldc, const float* init, int accumulate, co
     float* pack_a = mm_thread_buffer();
     float* pack_b = pack_a + (size_t)MM_MC * MM_KC;
     int nw = (n1 - n0) / VW * VW;  // whole vectors; the last N % VW columns by hand
+    // rows of B contiguous in n (dinp: weight, dW: inp) are read in place unless the rows are a
+    // multiple of 2 KiB apart, which would pile them into a few sets of the caches
+    int direct = b_n == 1 && (b_k * sizeof(float)) % 2048 != 0;
     for (int k0 = 0; k0 < K || k0 == 0; k0 += MM_KC) {
         int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
         // the first k block of an overwrite starts from init; every other from C
         const float* start = accumulate || k0 > 0 ? NULL : init ? init + n0 : zeros;
         mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc);
-        mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw);
+        const float* bk = b + (size_t)k0 * b_k + (size_t)n0;  // B[k0][n0] when direct
+        if (!direct) { mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw); }
         for (int m = m0; m < m1; m += MM_MR) {
             int rm = m1 - m < MM_MR ? m1 - m : MM_MR;
             const float* strip = pack_a + (size_t)(m - m0) * kc;
@@ -300,7 +304,11 @@ static void mm_block(float* c, size_t ldc, const float* init, int accumulate, co
             for (int p = 0; p < nw; p += MM_NR) {
                 int w = nw - p < MM_NR ? nw - p : MM_NR;
                 const float* from = start == zeros ? zeros : start ? start + p : NULL;
-                mm_tile_any(cm + n0 + p, ldc, from, strip, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
+                if (direct) {
+                    mm_tile_any(cm + n0 + p, ldc, from, strip, bk + p, (int)b_k, kc, rm, w / VW);
+                } else {
+                    mm_tile_any(cm + n0 + p, ldc, from, strip, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
+                }
             }
             for (int r = 0; r < rm; r++) {
                 for (int n = n0 + nw; n < n1; n++) {
