@@ -183,13 +183,16 @@ static void mm_pack_a(float* dst, const float* a, size_t a_m, size_t a_k, int ro
                 vecf r[VW];
                 mm_load_transposed(r, a + m0 * a_m + k, a_m, n);  // r[i] = A[m0 ... + VW][k + i]
                 for (int s = 0; s < VW / MM_MR; s++) {
-                    for (int i = 0; i < VW; i++) { memcpy(d + (size_t)s * MM_MR * kc + (k + i) * MM_MR, (float*)&r[i] + s * MM_MR, MM_MR * sizeof(float)); }
+                    float* strip = d + (size_t)s * MM_MR * kc;
+                    for (int i = 0; i < VW; i++) {
+                        memcpy(strip + (k + i) * MM_MR, (float*)&r[i] + s * MM_MR, MM_MR * sizeof(float));
+                    }
                 }
             }
-            for (; k < kc; k++) {
-                for (int i = 0; i < VW; i++) {
-                    d[(size_t)(i / MM_MR) * MM_MR * kc + k * MM_MR + i % MM_MR] = i < n ? a[(m0 + i) * a_m + k] : 0.0f;
-                }
+            for (int i = 0; i < VW; i++) {  // the last kc % VW columns
+                float* di = d + (size_t)(i / MM_MR) * MM_MR * kc + i % MM_MR;
+                const float* ai = a + (m0 + i) * a_m;
+                for (int kk = k; kk < kc; kk++) { di[(size_t)kk * MM_MR] = i < n ? ai[kk] : 0.0f; }
             }
         }
         return;
@@ -241,6 +244,10 @@ static void mm_pack_b(float* dst, const float* b, size_t b_k, size_t b_n, int kc
     }
 }
 
+// mm_pack_a writes whole groups of this many rows (VW x VW blocks when it transposes)
+#define MM_ROW_GROUP (VW % MM_MR == 0 ? VW : MM_MR)
+_Static_assert(MM_MC % MM_ROW_GROUP == 0, "a block of MM_MC rows holds whole row groups");
+
 // Each thread's packing buffers, allocated on the first call on that thread and kept for the life
 // of the process: one block of A (MM_MC x MM_KC) and one of B (MM_KC x MM_NC).
 #define MM_PACK_FLOATS ((size_t)MM_KC * (MM_MC + MM_NC))
@@ -267,6 +274,25 @@ static float* mm_thread_buffer(void) {
     return mm_pack_buffers[t];
 }
 
+// A whole A packed once for all the threads' tasks (matmul_tiled), grown when a larger one is
+// needed and kept; at most MM_SHARED_A floats (16 MiB).
+#define MM_SHARED_A ((size_t)1 << 22)
+static float* mm_shared_a;
+static size_t mm_shared_a_size;
+
+static float* mm_shared_buffer(size_t floats) {
+    if (floats > mm_shared_a_size) {
+        free(mm_shared_a);
+        mm_shared_a = (float*)aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+        if (!mm_shared_a) {
+            fprintf(stderr, "error: matmul: out of memory for the packing buffers\n");
+            exit(1);
+        }
+        mm_shared_a_size = floats;
+    }
+    return mm_shared_a;
+}
+
 // ----------------------------------------------------------------------------
 // the product
 
@@ -280,12 +306,15 @@ static void mm_split(int i, int n, int units, int size, int total, int* lo, int*
 // Rows [m0, m1) x columns [n0, n1) of C, at most MM_MC x MM_NC, with the calling thread's buffers:
 // C = init + A . B (accumulate 0: init[n] in every row, a bias, or NULL for 0) or C += A . B
 // (accumulate 1: init must be NULL), A[m][k] = a[m * a_m + k * a_k], B[k][n] = b[k * b_k + n * b_n],
-// C[m][n] = c[m * ldc + n]
+// C[m][n] = c[m * ldc + n]. With `packed` given, A is already packed: its k block from k0 at
+// packed + k0 * rows, rows = m1 - m0 rounded up to whole MM_ROW_GROUPs (matmul_tiled).
 static void mm_block(float* c, size_t ldc, const float* init, int accumulate, const float* a, size_t a_m, size_t a_k,
-                     const float* b, size_t b_k, size_t b_n, int m0, int m1, int n0, int n1, int K) {
+                     const float* b, size_t b_k, size_t b_n, int m0, int m1, int n0, int n1, int K,
+                     const float* packed) {
     static const float zeros[MM_NR];
     float* pack_a = mm_thread_buffer();
     float* pack_b = pack_a + (size_t)MM_MC * MM_KC;
+    size_t rows = (size_t)(m1 - m0 + MM_ROW_GROUP - 1) / MM_ROW_GROUP * MM_ROW_GROUP;
     int nw = (n1 - n0) / VW * VW;  // whole vectors; the last N % VW columns by hand
     // rows of B contiguous in n (dinp: weight, dW: inp) are read in place unless the rows are a
     // multiple of 2 KiB apart, which would pile them into a few sets of the caches
@@ -294,12 +323,13 @@ static void mm_block(float* c, size_t ldc, const float* init, int accumulate, co
         int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
         // the first k block of an overwrite starts from init; every other from C
         const float* start = accumulate || k0 > 0 ? NULL : init ? init + n0 : zeros;
-        mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc);
+        const float* strips = packed ? packed + (size_t)k0 * rows : pack_a;
+        if (!packed) { mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc); }
         const float* bk = b + (size_t)k0 * b_k + (size_t)n0;  // B[k0][n0] when direct
         if (!direct) { mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw); }
         for (int m = m0; m < m1; m += MM_MR) {
             int rm = m1 - m < MM_MR ? m1 - m : MM_MR;
-            const float* strip = pack_a + (size_t)(m - m0) * kc;
+            const float* strip = strips + (size_t)(m - m0) * kc;
             float* cm = c + (size_t)m * ldc;
             for (int p = 0; p < nw; p += MM_NR) {
                 int w = nw - p < MM_NR ? nw - p : MM_NR;
@@ -329,14 +359,15 @@ static void matmul_tiled_serial(float* c, size_t ldc, const float* init, int acc
     for (int m0 = 0; m0 < M; m0 += MM_MC) {
         for (int n0 = 0; n0 < N; n0 += MM_NC) {
             mm_block(c, ldc, init, accumulate, a, a_m, a_k, b, b_k, b_n, m0, m0 + MM_MC < M ? m0 + MM_MC : M, n0,
-                     n0 + MM_NC < N ? n0 + MM_NC : N, K);
+                     n0 + MM_NC < N ? n0 + MM_NC : N, K, NULL);
         }
     }
 }
 
 // the same, C row-major (ldc = N), split over the threads: at least one task per thread (when there
 // are enough panels), and a multiple of the threads when that costs at most one more block of
-// columns per block of rows
+// columns per block of rows. When all tasks share one block of rows (M <= MM_MC: the forward and
+// dinp at B*T = 256), the threads first pack A together, once, instead of once per task.
 static void matmul_tiled(float* c, const float* init, int accumulate, const float* a, size_t a_m, size_t a_k,
                          const float* b, size_t b_k, size_t b_n, int M, int N, int K) {
     int tiles = (M + MM_MR - 1) / MM_MR, panels = (N + MM_NR - 1) / MM_NR;
@@ -351,13 +382,30 @@ static void matmul_tiled(float* c, const float* init, int accumulate, const floa
         (m_blocks * (n_blocks + 1)) % threads == 0) {
         n_blocks++;
     }
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int mb = 0; mb < m_blocks; mb++) {
-        for (int nb = 0; nb < n_blocks; nb++) {
-            int m0, m1, n0, n1;
-            mm_split(mb, m_blocks, tiles, MM_MR, M, &m0, &m1);
-            mm_split(nb, n_blocks, panels, MM_NR, N, &n0, &n1);
-            mm_block(c, N, init, accumulate, a, a_m, a_k, b, b_k, b_n, m0, m1, n0, n1, K);
+    size_t rows = (size_t)(M + MM_ROW_GROUP - 1) / MM_ROW_GROUP * MM_ROW_GROUP;
+    float* shared = m_blocks == 1 && n_blocks > 1 && rows * K <= MM_SHARED_A ? mm_shared_buffer(rows * K) : NULL;
+    #pragma omp parallel
+    {
+        if (shared) {  // every k block of A: row groups [g0, g0 + MM_ROW_GROUP) at shared + k0 * rows + g0 * kc
+            int groups = (int)(rows / MM_ROW_GROUP), k_blocks = (K + MM_KC - 1) / MM_KC;
+            #pragma omp for collapse(2) schedule(static)
+            for (int kb = 0; kb < k_blocks; kb++) {
+                for (int g = 0; g < groups; g++) {
+                    int k0 = kb * MM_KC, kc = K - k0 < MM_KC ? K - k0 : MM_KC, g0 = g * MM_ROW_GROUP;
+                    int n = M - g0 < MM_ROW_GROUP ? M - g0 : MM_ROW_GROUP;
+                    mm_pack_a(shared + (size_t)k0 * rows + (size_t)g0 * kc, a + (size_t)g0 * a_m + (size_t)k0 * a_k, a_m,
+                              a_k, n, kc);
+                }
+            }
+        }
+        #pragma omp for collapse(2) schedule(static)
+        for (int mb = 0; mb < m_blocks; mb++) {
+            for (int nb = 0; nb < n_blocks; nb++) {
+                int m0, m1, n0, n1;
+                mm_split(mb, m_blocks, tiles, MM_MR, M, &m0, &m1);
+                mm_split(nb, n_blocks, panels, MM_NR, N, &n0, &n1);
+                mm_block(c, N, init, accumulate, a, a_m, a_k, b, b_k, b_n, m0, m1, n0, n1, K, shared);
+            }
         }
     }
 }
