@@ -75,15 +75,18 @@ static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
 #define MM_KC 256                 // k block
 #define MM_MC ((256 + MM_MR - 1) / MM_MR * MM_MR)  // at most this many rows of C per thread task: 256, or 258
 #define MM_NC (8 * MM_NR)         // at most this many columns of C per thread task (384 with AVX-512)
+#define MM_DIRECT_A 64            // A is read in place, not packed, for blocks of C at most this wide
 
 // ----------------------------------------------------------------------------
 // the register tile
 
-// C[r][v] (+)= sum_{k < K} a[k * MM_MR + r] b[k * ldb + v * VW] for r < RM, v < NV (constants once
-// inlined): `a` is a strip of packed A, `b` a panel of packed B. The accumulators start from C, or,
+// C[r][v] (+)= sum_{k < K} A[r][k] b[k * ldb + v * VW] for r < RM, v < NV (constants once inlined):
+// `b` is a panel of packed B (or B read in place), A a strip of packed A, A[r][k] = a[k * MM_MR + r]
+// (PACKED), or A read in place, A[r][k] = a[r * ars + k * aks]. The accumulators start from C, or,
 // with `init` given, from init[v * VW ...] in every row (the bias, or zeros).
 static inline __attribute__((always_inline)) void mm_tile(float* c, size_t ldc, const float* init, const float* a,
-                                                          const float* b, int ldb, int K, const int RM, const int NV) {
+                                                          size_t ars, size_t aks, const float* b, int ldb, int K,
+                                                          const int PACKED, const int RM, const int NV) {
     vecf acc[MM_MR][MM_NV];
     for (int r = 0; r < RM; r++) {
         for (int v = 0; v < NV; v++) { acc[r][v] = vec_load(init ? init + v * VW : c + r * ldc + v * VW); }
@@ -92,22 +95,27 @@ static inline __attribute__((always_inline)) void mm_tile(float* c, size_t ldc, 
         vecf bv[MM_NV];
         for (int v = 0; v < NV; v++) { bv[v] = vec_load(b + (size_t)k * ldb + v * VW); }
         for (int r = 0; r < RM; r++) {
-            float s = a[k * MM_MR + r];
+            float s = PACKED ? a[k * MM_MR + r] : a[r * ars + k * aks];
             for (int v = 0; v < NV; v++) { acc[r][v] += s * bv[v]; }
         }
     }
     for (int r = 0; r < RM; r++) { for (int v = 0; v < NV; v++) { vec_store(c + r * ldc + v * VW, acc[r][v]); } }
 }
 
-// a tile of any size up to MM_MR x MM_NV: the switch gives each shape its own unrolled copy
-static void mm_tile_any(float* c, size_t ldc, const float* init, const float* a, const float* b, int ldb, int K,
-                        int rm, int nv) {
+// a tile of any size up to MM_MR x MM_NV: the switches give each shape its own unrolled copy, for A
+// packed (ars 1, aks MM_MR) and in place
+static void mm_tile_any(float* c, size_t ldc, const float* init, const float* a, size_t ars, size_t aks, const float* b,
+                        int ldb, int K, int rm, int nv) {
+    int packed = ars == 1 && aks == MM_MR;
 #define MM_MIN(x, y) ((x) < (y) ? (x) : (y))
-#define MM_CASE_V(RM_)                                                                     \
-    switch (nv) {                                                                          \
-        case 1: mm_tile(c, ldc, init, a, b, ldb, K, RM_, 1); break;                    \
-        case 2: mm_tile(c, ldc, init, a, b, ldb, K, RM_, MM_MIN(MM_NV, 2)); break;     \
-        default: mm_tile(c, ldc, init, a, b, ldb, K, RM_, MM_NV); break;               \
+#define MM_CASE_P(RM_, NV_)                                                                      \
+    if (packed) { mm_tile(c, ldc, init, a, ars, aks, b, ldb, K, 1, RM_, NV_); }                   \
+    else { mm_tile(c, ldc, init, a, ars, aks, b, ldb, K, 0, RM_, NV_); }
+#define MM_CASE_V(RM_)                                                                           \
+    switch (nv) {                                                                                \
+        case 1: MM_CASE_P(RM_, 1); break;                                                        \
+        case 2: MM_CASE_P(RM_, MM_MIN(MM_NV, 2)); break;                                         \
+        default: MM_CASE_P(RM_, MM_NV); break;                                                   \
     }
     switch (rm) {
         case 1: MM_CASE_V(1); break;
@@ -120,6 +128,7 @@ static void mm_tile_any(float* c, size_t ldc, const float* init, const float* a,
         default: MM_CASE_V(MM_MR); break;
     }
 #undef MM_CASE_V
+#undef MM_CASE_P
 #undef MM_MIN
 }
 _Static_assert(MM_MR <= 8 && MM_NV <= 3, "mm_tile_any has cases for up to 8 rows and 3 vectors");
@@ -316,34 +325,40 @@ static void mm_block(float* c, size_t ldc, const float* init, int accumulate, co
     float* pack_b = pack_a + (size_t)MM_MC * MM_KC;
     size_t rows = (size_t)(m1 - m0 + MM_ROW_GROUP - 1) / MM_ROW_GROUP * MM_ROW_GROUP;
     int nw = (n1 - n0) / VW * VW;  // whole vectors; the last N % VW columns by hand
-    // rows of B contiguous in n (dinp: weight, dW: inp) are read in place unless the rows are a
-    // multiple of 2 KiB apart, which would pile them into a few sets of the caches
+    // Rows of B contiguous in n (dinp: weight, dW: inp) are read in place unless they are a multiple
+    // of 2 KiB apart, which would pile them into a few sets of the caches. A is read in place when
+    // the block is at most MM_DIRECT_A columns wide (attention's products with the head size, the
+    // narrow layers of small models): a packed copy is then read only once or twice, and making it
+    // costs about as much as the multiply-adds it feeds.
     int direct = b_n == 1 && (b_k * sizeof(float)) % 2048 != 0;
+    int direct_a = !packed && n1 - n0 <= MM_DIRECT_A &&
+                   (a_m == 1 || (a_k == 1 && (a_m * sizeof(float)) % 2048 != 0));
+    size_t ars = direct_a ? a_m : 1, aks = direct_a ? a_k : MM_MR;  // A[r][k] = strip[r * ars + k * aks]
     for (int k0 = 0; k0 < K || k0 == 0; k0 += MM_KC) {
         int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
         // the first k block of an overwrite starts from init; every other from C
         const float* start = accumulate || k0 > 0 ? NULL : init ? init + n0 : zeros;
         const float* strips = packed ? packed + (size_t)k0 * rows : pack_a;
-        if (!packed) { mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc); }
+        if (!packed && !direct_a) { mm_pack_a(pack_a, a + (size_t)m0 * a_m + (size_t)k0 * a_k, a_m, a_k, m1 - m0, kc); }
         const float* bk = b + (size_t)k0 * b_k + (size_t)n0;  // B[k0][n0] when direct
         if (!direct) { mm_pack_b(pack_b, b + (size_t)k0 * b_k + (size_t)n0 * b_n, b_k, b_n, kc, nw); }
         for (int m = m0; m < m1; m += MM_MR) {
             int rm = m1 - m < MM_MR ? m1 - m : MM_MR;
-            const float* strip = strips + (size_t)(m - m0) * kc;
+            const float* strip = direct_a ? a + (size_t)m * a_m + (size_t)k0 * a_k : strips + (size_t)(m - m0) * kc;
             float* cm = c + (size_t)m * ldc;
             for (int p = 0; p < nw; p += MM_NR) {
                 int w = nw - p < MM_NR ? nw - p : MM_NR;
                 const float* from = start == zeros ? zeros : start ? start + p : NULL;
                 if (direct) {
-                    mm_tile_any(cm + n0 + p, ldc, from, strip, bk + p, (int)b_k, kc, rm, w / VW);
+                    mm_tile_any(cm + n0 + p, ldc, from, strip, ars, aks, bk + p, (int)b_k, kc, rm, w / VW);
                 } else {
-                    mm_tile_any(cm + n0 + p, ldc, from, strip, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
+                    mm_tile_any(cm + n0 + p, ldc, from, strip, ars, aks, pack_b + (size_t)p * kc, w, kc, rm, w / VW);
                 }
             }
             for (int r = 0; r < rm; r++) {
                 for (int n = n0 + nw; n < n1; n++) {
                     float sum = start ? (init ? init[n] : 0.0f) : cm[(size_t)r * ldc + n];
-                    for (int k = 0; k < kc; k++) { sum += strip[k * MM_MR + r] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
+                    for (int k = 0; k < kc; k++) { sum += strip[r * ars + k * aks] * b[(size_t)(k0 + k) * b_k + n * b_n]; }
                     cm[(size_t)r * ldc + n] = sum;
                 }
             }
