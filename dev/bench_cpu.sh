@@ -2,7 +2,8 @@
 # CPU speed benchmark: ms per training step of a fresh d12 (GPT-2 124M) model at B=4, T=64 for each
 # norm mode, with THREADS OpenMP threads (default 2), against this machine's own limits measured in
 # the same run, and against PyTorch's CPU time for the same model and batch (dev/train_gpt2.py,
-# fp32, eager) when torch is installed. Prints the median step time (the first step, which warms
+# fp32, eager, its OpenMP threads sleeping while they wait as the trainer's do) when torch is
+# installed. Prints the median step time (the first step, which warms
 # caches, is left out) and:
 #   GFLOP/s, fraction of peak   the step's model FLOPs (below) / its time, and that / the fp32 FMA
 #                               peak of THREADS threads (dev/cpu/peak.c, measured right before and
@@ -167,7 +168,9 @@ done
 bw_end=$(adamw_bandwidth)
 BW=$(mean "$bw_start" "$bw_end")
 [[ $CPU_TIME == 1 ]] && echo "CPU TIME: every figure below is CPU time / $THREADS threads (wall-clock medians in brackets)"
-echo "limits (median of each measurement): fp32 FMA peak ${PEAK[*]} GFLOP/s around the modes' runs;" \
+peaks=""
+for mode in $MODES; do peaks="$peaks $mode ${PEAK[$mode]},"; done
+echo "limits (medians): fp32 FMA peak around each mode's run (GFLOP/s):${peaks%,};" \
     "memory bandwidth (adamw pattern) $bw_start GB/s at the start, $bw_end at the end"
 for mode in $MODES; do
     flops=$(step_flops < "$WORK/run_$mode.txt")
@@ -185,8 +188,8 @@ if [[ $CPU_TIME == 1 ]]; then
 elif python3 -c "import torch" 2>/dev/null; then
     HAVE_TORCH=1
     for mode in $MODES; do
-        TORCH[$mode]=$(python3 dev/train_gpt2.py -i "$WORK/tokens.bin" -e "$DEPTH" -N "$mode" -b "$B" -t "$T" \
-            -x "$STEPS" -v 0 --threads "$THREADS" --device cpu | median_ms)
+        TORCH[$mode]=$(OMP_WAIT_POLICY=PASSIVE python3 dev/train_gpt2.py -i "$WORK/tokens.bin" -e "$DEPTH" -N "$mode" \
+            -b "$B" -t "$T" -x "$STEPS" -v 0 --threads "$THREADS" --device cpu | median_ms)
         echo "pytorch    $mode: ${TORCH[$mode]} ms/step"
     done
 else
