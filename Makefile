@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-new-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-hf test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -214,6 +214,16 @@ tests/bin/test_llmc: tests/test_llmc.c tests/harness.h train_gpt2.c $(COMMON_HEA
 test-llmc: tests/bin/test_llmc dev/llmc_convert
 	./tests/bin/test_llmc dev/llmc_convert
 
+# models exported for Hugging Face transformers (dev/export_hf.py) against the CPU trainer's logits
+# and greedy tokens (tests/bin/trainer_logits), every norm mode. Not part of `make test`: it needs
+# torch (not installed for you) and installs transformers, safetensors and tiktoken with pip when
+# they are missing (tests/test_hf.sh)
+tests/bin/trainer_logits: tests/trainer_logits.c train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-hf: train_gpt2 tests/bin/trainer_logits tests/bin/mkshard data/arithmetic
+	bash tests/test_hf.sh
+
 # the residual-stream measurements of dev/experiments/mechanism.sh (the program includes train_gpt2.c)
 dev/experiments/mechanism: dev/experiments/mechanism.c train_gpt2.c $(COMMON_HEADERS)
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
@@ -228,23 +238,30 @@ test-plot:
 	else echo "test-plot: skipped: python3 not found"; fi
 
 # several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on
-# and off, errors, a killed rank; the CUDA trainer's path through the CPU execution layer (skipped
-# without Open MPI: bash dev/install_mpi.sh installs it)
+# and off, errors, a killed rank, a parameter count 2 and 3 do not divide; the CUDA trainer's host
+# path through the CPU execution layer, and its NCCL path with tests/fake_nccl/nccl.h as NCCL
+# (skipped without Open MPI: bash dev/install_mpi.sh installs it)
 tests/bin/ckpt_diff: tests/ckpt_diff.c $(COMMON_HEADERS) | tests/bin
 	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
 
-test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic \
-	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu)
+# the shard layout alone (common/dist.h, no MPI needed): every n up to 300 over 1 to 13 ranks
+tests/bin/test_dist_shards: tests/test_dist_shards.c tests/harness.h $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic tests/bin/test_dist_shards \
+	$(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu tests/bin/train_gpt2cu_cpu \
+		$(if $(filter 1,$(MPI)),tests/bin/train_gpt2cu_fakenccl_cpu))
+	./tests/bin/test_dist_shards
 	bash tests/test_dist.sh
 
-# the kernels behind TRAIN_GPT2CU_KERNELS through the CPU execution layer: a shape the stored dumps
-# lack, and planted bugs that must fail (tests/test_new_kernels.sh)
-test-new-kernels: test_gpt2
-	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-new-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
-	else bash tests/test_new_kernels.sh; fi
+# the CUDA trainer's kernels through the CPU execution layer: a shape the stored dumps lack (flash
+# attention's tail tile, several column-sum chunks), and planted bugs that must fail (tests/test_kernels.sh)
+test-kernels: test_gpt2
+	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
+	else bash tests/test_kernels.sh; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-new-kernels test-cu-training test-lt-fault
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-kernels test-cu-training test-lt-fault
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

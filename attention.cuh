@@ -1,7 +1,7 @@
 /*
 attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward (flash
 attention). A chapter of train_gpt2.cu, included by it after its own attention (the path with the
-T x T tensors, which this replaces when TRAIN_GPT2CU_KERNELS contains "flash"); dev/cuda/
+T x T tensors, which this replaces wherever the head size allows it); dev/cuda/
 attention_forward.cu and attention_backward.cu include it too, to time it beside that path.
 
 What the includer must define before `#include "attention.cuh"` (train_gpt2.cu in Part 0,

@@ -9,7 +9,6 @@ more, and `make check-cuda` compiles it, so a new dependency fails there until i
     floatX                      type: float (FP32 build) or __nv_bfloat16, the storage of activations
     ROW_WARPS                   macro: warps per block of a row kernel (one warp per row)
     cudaCheckLaunch()           macro: checks the last kernel launch, fatal on error
-    int ceil_div(long a, long b)                          host: blocks needed for a elements
     int row_blocks(int N)                                 host: blocks of a row kernel for N rows
     __device__ int warp_row()                             the row of the calling warp
     __device__ float warp_sum(float v)                    sum over the 32 lanes, every lane gets it
@@ -49,15 +48,15 @@ it reads x and y, computes the statistics of LN(x) and LN(y) in fp32 (two passes
 then the variance around it), writes a and r, computes the statistics of r from the values it
 just wrote (so that the backward pass, which recomputes r-hat from the stored r, sees exactly
 what the forward pass normalised) and writes u. It saves the six (mean, rstd) numbers per row.
-The update side is a plain element-wise kernel by default, kept separate for clarity; with
-TRAIN_GPT2CU_KERNELS=fold it runs inside the next sublayer's input kernel instead
-(siamese_update_input_forward_kernel), saving a launch and a second kernel's read of x_next and
-y_next. Either way the update formula itself is written once, in siamese_update_value.
+The update side is element-wise; it runs inside the next sublayer's input kernel (or the final
+merge's: siamese_update_input_forward_kernel), which forms x_next and y_next in registers, writes
+them once and normalises them, with no launch and no second read of its own. The update formula
+itself is written once, in siamese_update_value.
 
 Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
 
-    dz = dx_next / c + dy_next                           (siamese_update_backward, before the block;
-                                                          with fold, the input backward after it)
+    dz = dx_next / c + dy_next                           (written by the input backward of the
+                                                          sublayer after, or of the final merge)
     ... the block's backward turns dz into du = dL/du ...
     dr = LN_back(du; r, ln)                              the block-input LN
     da = dr + dx_next                                    a feeds both r and x_next
@@ -99,9 +98,9 @@ typedef struct {
 // does not need a).
 
 // Every row kernel here takes a width W (train_gpt2.cu, Pack): W = 1 walks the columns lane,
-// lane + 32, ... one element at a time; W = VEC_X (TRAIN_GPT2CU_KERNELS=vec, where C % VEC_X == 0
-// and the tensors are 16-byte aligned: row_width) moves 16 bytes of floatX per load and store, lane
-// owning the vectors lane, lane + 32, ... The arithmetic is the same code for both.
+// lane + 32, ... one element at a time; W = VEC_X (where C % VEC_X == 0 and the tensors are
+// 16-byte aligned: row_width) moves 16 bytes of floatX per load and store, lane owning the vectors
+// lane, lane + 32, ... The arithmetic is the same code for both.
 
 // the input side of one row: the statistics of x and y, then a, r, u and the six statistics.
 // x and y point at the row.
@@ -176,8 +175,8 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 
 // ----------------------------------------------------------------------------
 // The update side, forward: x_next = a + z / c and y_next = y + z. The formula lives in
-// siamese_update_value and nowhere else: the element-wise kernels below and the folded kernel
-// (siamese_update_input_forward_kernel) all call it, as the backward kernels call siamese_update_dz.
+// siamese_update_value and nowhere else (its backward in siamese_update_dz); the kernels that run
+// it are the next input side's, forward and backward.
 
 // one element of the update, rounded to floatX as stored
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
@@ -189,36 +188,13 @@ __device__ __forceinline__ void siamese_update_value(float a, float y, float z, 
 // siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
-// W elements per thread (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the tensors
-// allow (row_width)
-template <int W>
-__global__ void siamese_update_forward_kernel(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y,
-                                              const floatX* z, float c, size_t npack) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= npack) { return; }
-    size_t o = i * W;
-    Pack<floatX, W> av = load_pack<W>(a + o), yv = load_pack<W>(y + o), zv = load_pack<W>(z + o), xn, yn;
-    for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
-    store_pack<W>(x_next + o, xn);
-    store_pack<W>(y_next + o, yn);
-}
-
-static void siamese_update_forward(floatX* x_next, floatX* y_next, const floatX* a, const floatX* y, const floatX* z,
-                                   float c, size_t n) {
-    const void* tensors[] = {x_next, y_next, a, y, z};
-    int w = row_width(n, tensors, 5);
-    auto kernel = w == VEC_X ? siamese_update_forward_kernel<VEC_X> : siamese_update_forward_kernel<1>;
-    kernel<<<ceil_div((long)(n / w), 256), 256>>>(x_next, y_next, a, y, z, c, n / w);
-    cudaCheckLaunch();
-}
-
-// The update folded into the next input side (TRAIN_GPT2CU_KERNELS=fold): one warp per row forms
-// x = a_prev + z / c and y = y_prev + z in registers (siamese_update_value) and writes each once
-// (the backward pass reads them); the input side of the row (siamese_input_row) then reads back
-// the lane's own writes. Against the update kernel followed by siamese_input_forward_kernel: one
-// launch fewer per sublayer, x and y (two (N, C) tensors) read back by the warp that has just
-// written them instead of by a second kernel, and the same code on the same values, so the
-// results are bit-identical to the two kernels.
+// The update folded into the next input side: one warp per row forms x = a_prev + z / c and
+// y = y_prev + z in registers (siamese_update_value) and writes each once (the backward pass reads
+// them); the input side of the row (siamese_input_row) then reads back the lane's own writes.
+// Against an element-wise update kernel followed by siamese_input_forward_kernel: one launch
+// fewer per sublayer, x and y (two (N, C) tensors) read back by the warp that has just written
+// them instead of by a second kernel, and the same code on the same values, so the results are
+// bit-identical to the two kernels (dev/cuda/siamese_input_forward.cu checks that).
 template <int W>
 __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                                     const floatX* z, float c, floatX* a_out, floatX* r_out,
@@ -247,27 +223,16 @@ static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_p
     cudaCheckLaunch();
 }
 
-// the update's backward for the block output, dz (floatX: the block's matmuls read it), one thread per element
-__global__ void siamese_update_backward_kernel(floatX* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { dz[i] = (floatX)siamese_update_dz(dx_next[i], dy_next[i], c); }
-}
-
-static void siamese_update_backward(floatX* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
-    siamese_update_backward_kernel<<<ceil_div((long)n, 256), 256>>>(dz, dx_next, dy_next, c, n);
-    cudaCheckLaunch();
-}
-
 // ----------------------------------------------------------------------------
 // The input side, backward. On entry dx = dL/dx_next (0 at the final merge), dy = dL/dy_next (0 at
 // the final merge), du = dL/du. On exit dx = dL/dx, dy = dL/dy; dr_buf and da_buf (N, C) hold dr
 // and da for the parameter gradients.
 //
-// The update's backward folded in (TRAIN_GPT2CU_KERNELS=fold): dx and dy on exit are dx_next and
-// dy_next of the sublayer before, whose update backward would read them straight back to form its
-// dz. Given dz_prev (and that sublayer's scale c_prev), the last loop writes dz_prev =
-// siamese_update_dz(dx, dy, c_prev) from the values in registers: one launch and one read of dx
-// and dy (fp32) fewer per sublayer, the same numbers as siamese_update_backward_kernel.
+// The update's backward folded in: dx and dy on exit are dx_next and dy_next of the sublayer
+// before, whose update backward needs them to form its dz. Given dz_prev (and that sublayer's scale
+// c_prev), the last loop writes dz_prev = siamese_update_dz(dx, dy, c_prev) from the values in
+// registers: no launch and no read of dx and dy (fp32) of its own, the same numbers as an
+// element-wise kernel over dx and dy (dev/cuda/siamese_input_backward.cu checks that).
 
 template <int W>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev,
@@ -304,7 +269,7 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
     }
     float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
     float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
-    // dy += LN_back(dr; y), dx = LN_back(da; x), and with fold dz of the sublayer before
+    // dy += LN_back(dr; y), dx = LN_back(da; x), and dz of the sublayer before
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> dr = load_pack<W>(dr_buf + o + i), da = load_pack<W>(da_buf + o + i), dyv = load_pack<W>(dy + o + i), dxv;
         Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
@@ -323,7 +288,8 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, float* dr_bu
 }
 
 // the row kernel, then the parameter gradients of the three LayerNorms (deterministic column sums).
-// dz_prev: NULL, or where the folded update backward writes dz of the sublayer before (scale c_prev)
+// dz_prev: where the folded update backward writes dz of the sublayer before (scale c_prev); NULL
+// for the first sublayer
 static void siamese_input_backward(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev, float c_prev,
                                    const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                    const floatX* x, const floatX* y, const floatX* r, int N, int C) {

@@ -13,9 +13,7 @@ backward and compares the stream gradients dx, dy at every sublayer boundary (ba
 every parameter gradient by name; then takes the same AdamW steps (with clipping) and compares the
 losses. It also runs forward and backward twice and requires bit-identical gradients (no kernel uses
 atomics). Every mode runs with the fused GELU epilogues of cuBLASLt and with the separate GELU
-kernels (so a failure points at one), each with the kernels that wait for GPU timing
-(TRAIN_GPT2CU_KERNELS, train_gpt2.cu Part 0) all off and then all on; with TRAIN_GPT2CU_KERNELS
-set, only with that choice. Errors are max|ours - ref| / max|ref| per tensor
+kernels (so a failure points at one). Errors are max|ours - ref| / max|ref| per tensor
 (common/debug_state.h), relative errors for the losses; a number passes within max(tolerance below,
 10 x PyTorch float32's error on it), as in test_gpt2.c. It also checks <dumps>/siamese_trained
 when present (data/test has it).
@@ -262,31 +260,17 @@ int main(int argc, char** argv) {
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     int failures = 0;
-    // the new kernels as TRAIN_GPT2CU_KERNELS says, or all off and then all on
-    const char* chosen = getenv("TRAIN_GPT2CU_KERNELS");
-    int kernel_sets[2] = {0, (1 << NUM_NEW_KERNELS) - 1}, num_sets = 2;
-    if (chosen) {
-        new_kernel_on(0);  // parses the variable into new_kernels
-        kernel_sets[0] = new_kernels;
-        num_sets = 1;
-    }
-    for (int set = 0; set < num_sets; set++) {
-        // every mode with cuBLASLt's fused GELU epilogues (when offered), then with the GELU kernels
-        for (int pass = 0; pass < 2; pass++) {
-            new_kernels = kernel_sets[set];
-            gelu_fusion = pass == 0 ? -1 : 0;
-            char how[200];
-            snprintf(how, sizeof(how), "%s, new kernels %s",
-                     pass == 0 && gelu_fusion_enabled() ? "GELU fused in cuBLASLt where offered" : "GELU kernels",
-                     new_kernels == 0 ? "off" : new_kernels == kernel_sets[1] ? "all on" : chosen);
-            for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {
-                NormMode mode;
-                const char* folder = dump_folder(dir, i, &mode);
-                if (!folder) { continue; }
-                int f = test_mode(dir, folder, mode);
-                printf("[%s] (%s) %s\n", folder, how, f == 0 ? "PASSED" : "FAILED");
-                failures += f;
-            }
+    // every mode with cuBLASLt's fused GELU epilogues (when offered), then with the GELU kernels
+    for (int pass = 0; pass < 2; pass++) {
+        gelu_fusion = pass == 0 ? -1 : 0;
+        const char* how = pass == 0 && gelu_fusion_enabled() ? "GELU fused in cuBLASLt where offered" : "GELU kernels";
+        for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {
+            NormMode mode;
+            const char* folder = dump_folder(dir, i, &mode);
+            if (!folder) { continue; }
+            int f = test_mode(dir, folder, mode);
+            printf("[%s] (%s) %s\n", folder, how, f == 0 ? "PASSED" : "FAILED");
+            failures += f;
         }
     }
     cuda_teardown();

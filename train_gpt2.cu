@@ -27,8 +27,9 @@ added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU 
 fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
 runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
 deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
-accumulation needs +=). Attention uses batched
-cuBLASLt matmuls for q.k^T and att.v with a causal softmax kernel in between.
+accumulation needs +=). Attention is flash attention (attention.cuh: no T x T tensor) wherever
+the head size allows it; other head sizes take batched cuBLASLt matmuls for q.k^T and att.v with
+a causal softmax kernel in between.
 
 Determinism. Every kernel here computes each output element in a fixed order: no atomics
 anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first).
@@ -156,45 +157,6 @@ static int cuda_device_usable(char* msg, size_t cap) {
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
 
-// Kernels waiting for GPU timing. Each one sits beside the path it would replace and is switched
-// on by name in the environment variable TRAIN_GPT2CU_KERNELS (comma-separated, or "all"; unset or
-// "none" keeps the old paths, the default until a GPU shows a new kernel faster). test_gpt2cu
-// checks every mode with all of them on and all off (it sets new_kernels itself).
-//     flash   attention without the (B, NH, T, T) tensors (flash_attention_forward / _backward)
-//     colsum  the column sums of the parameter gradients in two stages (column_grads)
-//     vec     16-byte loads and stores in the LayerNorm forward and backward, the SiameseNorm kernels
-//             and the GELU kernels
-//     classifier  the classifier's backward reads each logits row once (the row in registers)
-//     fold    the SiameseNorm update folded into the next input side's kernels, forward and backward
-enum { KERNEL_FLASH = 1, KERNEL_COLSUM = 2, KERNEL_VEC = 4, KERNEL_CLASSIFIER = 8, KERNEL_FOLD = 16 };
-static const char* const NEW_KERNEL_NAMES[] = {"flash", "colsum", "vec", "classifier", "fold"};
-#define NUM_NEW_KERNELS ((int)(sizeof(NEW_KERNEL_NAMES) / sizeof(NEW_KERNEL_NAMES[0])))
-static int new_kernels = -1;  // a bit set of KERNEL_*; -1: not read from the environment yet
-
-static int new_kernel_on(int kernel) {
-    if (new_kernels < 0) {
-        const char* v = getenv("TRAIN_GPT2CU_KERNELS");
-        new_kernels = 0;
-        if (v && strcmp(v, "all") == 0) {
-            new_kernels = (1 << NUM_NEW_KERNELS) - 1;
-        } else if (v && v[0] != '\0' && strcmp(v, "none") != 0) {
-            for (const char* p = v; *p != '\0';) {
-                size_t n = strcspn(p, ",");
-                int k = 0;
-                while (k < NUM_NEW_KERNELS && (strlen(NEW_KERNEL_NAMES[k]) != n || strncmp(p, NEW_KERNEL_NAMES[k], n) != 0)) { k++; }
-                if (k == NUM_NEW_KERNELS) {
-                    char known[256] = "";
-                    for (int i = 0; i < NUM_NEW_KERNELS; i++) { strcat(strcat(known, NEW_KERNEL_NAMES[i]), ", "); }
-                    fatal("TRAIN_GPT2CU_KERNELS: unknown kernel '%.*s' (known: %sor all, or none)", (int)n, p, known);
-                }
-                new_kernels |= 1 << k;
-                p += n + (p[n] == ',');
-            }
-        }
-    }
-    return (new_kernels & kernel) != 0;
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) { v += __shfl_xor_sync(0xffffffffu, v, offset); }
     return v;
@@ -207,8 +169,9 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // W consecutive elements of type T, read or written as one access. The row kernels that take a
 // width W are written once for W = 1 (any C: lane i walks the columns i, i + 32, ...) and for
-// W = VEC_X (TRAIN_GPT2CU_KERNELS=vec: lane i owns the 16-byte vectors i, i + 32, ... of the row;
-// rows of fp32 gradients then move W floats at a time, two 16-byte accesses in the bf16 build)
+// W = VEC_X (where the row allows it, see row_width: lane i owns the 16-byte vectors i, i + 32, ...
+// of the row; rows of fp32 gradients then move W floats at a time, two 16-byte accesses in the
+// bf16 build)
 template <typename T, int W>
 struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
     T v[W];
@@ -226,10 +189,10 @@ template <int W, typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
 
 // the width of a row kernel over rows of C elements of the n tensors p (NULL ones left out): VEC_X
-// with TRAIN_GPT2CU_KERNELS=vec where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1.
-// An element-wise kernel over C elements asks the same, as one row of C.
+// where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1. An element-wise kernel over C
+// elements asks the same, as one row of C.
 static int row_width(size_t C, const void* const* p, int n) {
-    if (!new_kernel_on(KERNEL_VEC) || C % VEC_X != 0) { return 1; }
+    if (C % VEC_X != 0) { return 1; }
     for (int i = 0; i < n; i++) {
         if (p[i] != NULL && !vec_fits(p[i], C)) { return 1; }
     }
@@ -327,8 +290,7 @@ __device__ __forceinline__ float2 ln_row_stats(const floatX* x, int C, int lane)
     return make_float2(mean, rstd);
 }
 
-// W elements per access (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the row width
-// allows (row_width)
+// W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width)
 template <int W>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
@@ -379,7 +341,7 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 // dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate = 1); dinp may be dout itself
 // (each lane reads its elements of dout before writing the same elements). dinp_x, when given,
 // receives a floatX copy of the result (the next matmul's input). W elements per access (see
-// Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the row width allows (row_width).
+// Pack): W = VEC_X where the row width and alignment allow (row_width).
 template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
                                           const floatX* w, const float* mean, const float* rstd, int N, int C,
@@ -405,21 +367,18 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const flo
     }
 }
 
-// Parameter gradients are sums over all rows: column sums. column_grads_kernel computes, for up
-// to three jobs at once (blockIdx.y picks the job),
+// Parameter gradients are sums over all rows: column sums, for up to three jobs at once
+// (blockIdx.y picks the job),
 //     dw[c] += sum_r dout[r][c] * xhat[r][c]      (LayerNorm weight; skipped when inp is NULL)
 //     db[c] += sum_r dout[r][c]                   (LayerNorm bias, or a linear layer's bias)
-// A block owns 32 columns; its 32 x 32 threads walk the rows 32 apart (coalesced: a warp reads
-// 32 neighbouring columns of one row) and the 32 partial sums of each column are added in a
-// fixed order through shared memory. No atomics: deterministic.
-//
-// Two stages (TRAIN_GPT2CU_KERNELS=colsum). One block per 32 columns is 24 blocks per job at
-// C = 768: far too few for a GPU of 132 SMs. The two-stage version also splits the rows into
-// column_splits(N) chunks of at least COLUMN_CHUNK_ROWS (blockIdx.z picks the chunk; the count
-// depends on N only, so every GPU adds the same numbers in the same order): stage 1 is the same
-// kernel writing each chunk's sums to column_partials instead of adding them, stage 2
-// (column_finish_kernel) adds the chunks of each column in chunk order. At N = 8192, 32 chunks:
-// 768 blocks per job.
+// in two stages, with no atomics: deterministic. The rows are split into column_splits(N) chunks
+// of at least COLUMN_CHUNK_ROWS (the count depends on N only, so every GPU adds the same numbers
+// in the same order). Stage 1 (column_grads_kernel): a block owns 32 columns of one chunk
+// (blockIdx.z); its 32 x 32 threads walk the chunk's rows 32 apart (coalesced: a warp reads 32
+// neighbouring columns of one row), the 32 partial sums of each column are added in a fixed order
+// through shared memory and written to column_partials. Stage 2 (column_finish_kernel) adds the
+// chunks of each column in chunk order. At N = 8192 rows and C = 768: 32 chunks, 768 blocks per
+// job in stage 1 (one block per 32 columns alone would be 24, far too few for a GPU of 132 SMs).
 template <typename Td>
 struct ColumnJob {
     float* dw;          // NULL for a bias-only job
@@ -447,13 +406,13 @@ static int column_splits(int N) {
 static float* column_partials = NULL;
 static size_t column_partials_cols = 0;
 
-// partials NULL: the one-stage kernel (rows all, += into dw and db); otherwise chunk blockIdx.z of
-// `splits` writes its sums to partials[job][w or b][chunk][c]
+// The sums of job j over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x
+// of a block of 32 x 32 threads, in a fixed order: the threads walk the rows 32 apart, then the 32
+// partial sums of each column are added in order through shared memory. Returns 1 where *tw and
+// *tb hold the column's sums (threadIdx.y == 0, c < C), 0 elsewhere.
 template <typename Td>
-__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C, float* partials, int splits) {
-    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+__device__ int column_tile_sums(const ColumnJob<Td>& j, int C, int r_begin, int r_end, float* tw, float* tb) {
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
-    int chunk = ceil_div_dev(N, splits), r_begin = blockIdx.z * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
     float sw = 0.0f, sb = 0.0f;
     if (c < C) {
         for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) {
@@ -466,17 +425,23 @@ __global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C, float* pa
     part_w[threadIdx.y][threadIdx.x] = sw;
     part_b[threadIdx.y][threadIdx.x] = sb;
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float tw = 0.0f, tb = 0.0f;
-        for (int k = 0; k < COLUMN_TILE; k++) { tw += part_w[k][threadIdx.x]; tb += part_b[k][threadIdx.x]; }
-        if (partials) {
-            float* pw = partials + ((size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS + blockIdx.z) * C;
-            pw[c] = tw;
-            pw[(size_t)COLUMN_MAX_SPLITS * C + c] = tb;
-        } else {
-            if (j.dw) { j.dw[c] += tw; }
-            j.db[c] += tb;
-        }
+    if (threadIdx.y != 0 || c >= C) { return 0; }
+    *tw = 0.0f;
+    *tb = 0.0f;
+    for (int k = 0; k < COLUMN_TILE; k++) { *tw += part_w[k][threadIdx.x]; *tb += part_b[k][threadIdx.x]; }
+    return 1;
+}
+
+// stage 1: chunk blockIdx.z of `splits` writes its sums to partials[job][w or b][chunk][c]
+template <typename Td>
+__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C, float* partials, int splits) {
+    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    int chunk = ceil_div_dev(N, splits), r_begin = blockIdx.z * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
+    float tw, tb;
+    if (column_tile_sums(jobs.job[blockIdx.y], C, r_begin, r_end, &tw, &tb)) {
+        float* pw = partials + ((size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS + blockIdx.z) * C;
+        pw[c] = tw;
+        pw[(size_t)COLUMN_MAX_SPLITS * C + c] = tb;
     }
 }
 
@@ -497,11 +462,6 @@ __global__ void column_finish_kernel(ColumnJobs<Td> jobs, int C, const float* pa
 template <typename Td>
 static void column_grads(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
     dim3 block(COLUMN_TILE, COLUMN_TILE);
-    if (!new_kernel_on(KERNEL_COLSUM)) {
-        column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), block>>>(jobs, N, C, (float*)NULL, 1);
-        cudaCheckLaunch();
-        return;
-    }
     if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
     int splits = column_splits(N);
     column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs, splits), block>>>(jobs, N, C, column_partials, splits);
@@ -849,7 +809,7 @@ __device__ __forceinline__ float gelu_slope(float x) {
 }
 
 // out = GELU(inp) (backward 0) or out = out * GELU'(inp) in place (backward 1), W elements per
-// thread (see Pack): W = VEC_X with TRAIN_GPT2CU_KERNELS=vec, where the tensors allow (row_width)
+// thread (see Pack): W = VEC_X where the tensors allow (row_width)
 template <int W>
 __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int backward) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -949,6 +909,8 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 // ----------------------------------------------------------------------------
 // causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
 // Per (b, head): preatt = q k^T (T x T), att = causal softmax(preatt / sqrt(HS)), y = att v.
+// This section computes it with the T x T tensors, the path for head sizes that flash attention
+// (attention.cuh, below) does not take.
 //
 // The heads are first permuted into (B, NH, T, HS) so each (b, head) is a contiguous T x HS
 // block; then q k^T and att v are strided-batched cuBLASLt matmuls over the B*NH heads. The
@@ -1082,8 +1044,9 @@ static void attention_backward(floatX* dqkv, floatX* dout, floatX* qkv, const fl
 }
 
 // ----------------------------------------------------------------------------
-// flash attention (TRAIN_GPT2CU_KERNELS=flash): the same attention without any T x T tensor, in
-// attention.cuh (a chapter of its own, like siamese.cuh; dev/cuda times it against the path above)
+// flash attention: the same attention without any T x T tensor, in attention.cuh (a chapter of
+// its own, like siamese.cuh; dev/cuda times it against the path above). It runs wherever
+// flash_attention_tile accepts the head size; the path above takes the others.
 
 #include "attention.cuh"
 
@@ -1129,6 +1092,8 @@ __device__ __forceinline__ float classifier_grad(float logit, int i, float lse, 
     return i == target ? g - dloss : g;
 }
 
+// two passes over the row from memory: the path for rows too long (or not aligned) for the one-pass
+// classifier_row_kernel below
 __global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
                                   int write_grad) {
     int row = blockIdx.x, tid = threadIdx.x;
@@ -1143,7 +1108,7 @@ __global__ void classifier_kernel(floatX* logits, float* losses, const int* targ
     for (int i = tid; i < Vp; i += blockDim.x) { l[i] = (floatX)classifier_grad((float)l[i], i, lse, V, target, dloss); }
 }
 
-// One pass (TRAIN_GPT2CU_KERNELS=classifier): CLASSIFIER_ROW_THREADS threads each load their (at
+// One pass, the path wherever the row fits: CLASSIFIER_ROW_THREADS threads each load their (at
 // most CLASSIFIER_ROW_VECS) 16-byte vectors of the row into registers at once, take their max and
 // then their sum of exp from the registers, merge once across the block, and write the gradient
 // from the same registers: the row is read from memory once. Rows up to
@@ -1191,8 +1156,7 @@ __global__ void __launch_bounds__(CLASSIFIER_ROW_THREADS)
 // losses for every row of logits; with write_grad the rows become dL/dlogits (see above)
 static void classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
                        int write_grad) {
-    if (new_kernel_on(KERNEL_CLASSIFIER) && Vp <= CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X &&
-        vec_fits(logits, Vp)) {
+    if (Vp <= CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X && vec_fits(logits, Vp)) {
         classifier_row_kernel<<<BT, CLASSIFIER_ROW_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
     } else {
         classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
@@ -1403,10 +1367,12 @@ typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters;
+    size_t padded_parameters;      // the length of params_x_memory and grads_memory: num_parameters and
+                                   // zeros up to a multiple of the ranks (common/dist.h; set by main)
     float* host_params;            // host fp32: checkpoint load and save
     float* params_memory;          // device fp32 master weights, of parameters [opt_lo, opt_hi)
-    floatX* params_x_memory;       // device floatX working copy, all parameters
-    float* grads_memory;           // device fp32
+    floatX* params_x_memory;       // device floatX working copy, all parameters (and the zero padding)
+    float* grads_memory;           // device fp32 (and the zero padding)
     float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
     float* v_memory;               // device fp32 AdamW second moment, of the same
     size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
@@ -1423,7 +1389,7 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
-    int flash_tile;                // flash attention's tile (TRAIN_GPT2CU_KERNELS=flash), 0: the T x T path
+    int flash_tile;                // flash attention's tile, 0: the T x T path (a head size flash does not take)
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // pinned host (B, T) tokens of the last forward pass
     int* targets;                  // pinned host (B, T) its targets
@@ -1490,12 +1456,16 @@ static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
 static void gpt2_upload_params(GPT2* m) {
     size_t n = m->num_parameters;
     if (m->opt_hi == 0) { m->opt_hi = n; }
+    if (m->padded_parameters < n) { m->padded_parameters = n; }
     size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
-    m->params_x_memory = (floatX*)cuda_malloc_check(n * sizeof(floatX), "working weights");
+    m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
     point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
     float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
     cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
     cast_to_x(m->params_x_memory, all, n);
+    if (m->padded_parameters > n) {
+        cudaCheck(cudaMemset(m->params_x_memory + n, 0, (m->padded_parameters - n) * sizeof(floatX)));
+    }
     if (held == n) {
         m->params_memory = all;
         point_parameters(&m->params, m->params_memory, m->param_sizes);
@@ -1512,24 +1482,21 @@ static void gpt2_upload_params(GPT2* m) {
 // allocates, once, everything training with micro-batches of (B, T) needs
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    size_t BT = (size_t)B * T, n = m->num_parameters;
+    size_t BT = (size_t)B * T;
     m->batch_size = B;
     m->seq_len = T;
-    m->grads_memory = (float*)cuda_malloc_check(n * sizeof(float), "gradients");
-    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params
+    m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
+    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params, with padded_parameters
     m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
     m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
-    cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
-    m->flash_tile = 0;
-    if (new_kernel_on(KERNEL_FLASH)) {
-        char why[200];
-        m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
-        if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
-    }
+    char why[200];
+    m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
+    if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
     fill_activation_sizes(ax, af, cfg, B, T, m->flash_tile > 0);
     m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
     m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
@@ -1717,8 +1684,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
-    // TRAIN_GPT2CU_KERNELS=fold: the update of each sublayer runs inside the next input side's kernel
-    int fold = new_kernel_on(KERNEL_FOLD);
+    // siamese: the update of each sublayer runs inside the next input side's kernel (siamese.cuh)
     floatX* resy = norm_mode_layout(mode)->two_streams ? a->resy : NULL;  // both streams start as e
     encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
@@ -1751,19 +1717,18 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
                 floatX* u = a->blockin + k * N;
                 floatX* lnx = a->lnx + k * N;
                 floatX* y = a->resy + k * N;
-                if (fold && k > 0) {  // the update of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
+                // a = LN(x), u = LN(a + LN(y)); after the first sublayer, x and y come from the update
+                // of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
+                if (k > 0) {
                     siamese_update_input_forward(x, y, a->lnx + (k - 1) * N, a->resy + (k - 1) * N,
                                                  a->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx,
                                                  a->lnsum + k * N, u, sublayer_stats(f, k, BT), sublayer_norms(p, l, s, C),
                                                  BT, C);
                 } else {
                     siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
-                                          sublayer_norms(p, l, s, C), BT, C);      // a = LN(x), u = LN(a + LN(y))
+                                          sublayer_norms(p, l, s, C), BT, C);
                 }
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
-                if (!fold) {
-                    siamese_update_forward(x_next, a->resy + (k + 1) * N, lnx, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
-                }
                 break;
             }
         }
@@ -1776,15 +1741,11 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
             layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
         case NORM_SIAMESE:
-            if (fold) {  // with the update of the last sublayer
-                siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + (2 * L - 1) * N,
-                                             a->resy + (2 * L - 1) * N, a->blockout + (2 * L - 1) * N,
-                                             siamese_scale(L - 1), NULL, a->lnfsum, a->lnf, final_stats(f),
-                                             final_norms(p), BT, C);
-            } else {
-                siamese_input_forward(NULL, a->lnfsum, a->lnf, final_stats(f), x_final, a->resy + 2 * L * N,
-                                      final_norms(p), BT, C);                      // h = LN(LN(x) + LN(y))
-            }
+            // the update of the last sublayer, then h = LN(LN(x) + LN(y))
+            siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + (2 * L - 1) * N,
+                                         a->resy + (2 * L - 1) * N, a->blockout + (2 * L - 1) * N,
+                                         siamese_scale(L - 1), NULL, a->lnfsum, a->lnf, final_stats(f),
+                                         final_norms(p), BT, C);
             break;
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
@@ -1807,7 +1768,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 // ----------------------------------------------------------------------------
 // backward
 
-static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->num_parameters * sizeof(float))); }
+static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float))); }
 
 // backward of the block of sublayer s of layer l given dz: du = (beta 0) or += (beta 1) dL/du,
 // in fp32, and the weight gradients
@@ -1857,7 +1818,6 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     ScratchF* sf = &m->sf;
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
-    int fold = new_kernel_on(KERNEL_FOLD);  // each update's backward inside the input side's after it
 
     // classifier and the tied output layer: dlogits (in place), then dh (fp32, in du) and dwte
     classifier(a->logits, f->losses, m->d_targets, loss_scale / BT, BT, V, Vp, 1);
@@ -1875,7 +1835,8 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         case NORM_SIAMESE:
             cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
             cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1), sf->du,
+            // the final merge, and dz of the last sublayer (its update's backward, scale c_{L-1})
+            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sx->dz, siamese_scale(L - 1), sf->du,
                                    final_norms(g), final_norms(p), final_stats(f), x_final, a->resy + 2 * L * N,
                                    a->lnfsum, BT, C);
             break;
@@ -1905,11 +1866,10 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
                 break;
             case NORM_SIAMESE:
-                // dz = dx_next / c + dy_next (with fold: written by the input side after this sublayer);
-                // the block; then the three LNs of the input side (with fold: and dz of sublayer k - 1)
-                if (!fold) { siamese_update_backward(sx->dz, sf->dx, sf->dy, siamese_scale(l), N); }
+                // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
+                // block; then the three LNs of the input side, which also write dz of sublayer k - 1
                 block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, fold && k > 0 ? sx->dz : NULL,
+                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, k > 0 ? sx->dz : NULL,
                                        siamese_scale((k - 1) / 2), sf->du, sublayer_norms(g, l, s, C),
                                        sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
                                        a->lnsum + k * N, BT, C);
@@ -2105,11 +2065,12 @@ int main(int argc, char** argv) {
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
+    model.padded_parameters = run.dist.padded;  // the collectives' equal shards (common/dist.h)
     gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
     printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
-           (model.num_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
+           (model.padded_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 

@@ -15,29 +15,42 @@ tokens shifted by one). Rows are consecutive in the shard, so B*T+1 tokens make 
     inputs:   a b c | d e f
     targets:  b c d | e f g
 
-Batches are read in order. With several processes (GPUs), each step reads one chunk of
-num_processes*B*T tokens (+1) and process r takes the r-th B*T slice of it, so the processes
-together see each token once. When the current shard has too few tokens left for the next chunk,
-the loader moves on to the next shard, and after the last one back to the first (a new epoch).
+The stream. Batches are windows of B*T+1 tokens read in order: at token offsets 0, B*T, 2*B*T, ...
+of a shard for as long as a whole window fits; then the stream moves on to the start of the next
+shard, and after the last shard back to the first (a new epoch). The stream depends on B, T, the
+shards and the start (below) only, never on the number of processes.
 
-Order. By default the first batch is the first B*T+1 tokens of the first shard. A seed
+Several processes (GPUs, ranks). Each call of dataloader_next_batch takes the next num_processes
+windows of the stream and process r reads the r-th of them. So N processes that each make A calls
+read exactly the A*N windows that one process reads in A*N calls, also where the stream crosses the
+end of a shard or wraps around:
+
+    stream:       w0  w1  w2 | w3  w4  w5 ...       (| : the first shard ends after w2)
+    1 process:    w0, w1, w2, w3, w4, w5, ...        one window per call
+    2 processes:  rank 0 reads w0, w2, w4, ...       each call takes two windows of the stream:
+                  rank 1 reads w1, w3, w5, ...       the second call, w2 and w3, spans two shards
+
+Order. By default the stream starts with the first window of the first shard. A seed
 (dataloader_start_at_seed, the trainers' -S) moves the start to a shard and a token offset chosen
-by a hash of the seed; from there batches follow in order as above. So two seeds see the same
-tokens, but cut into other rows and in another order (each epoch starts where the previous one
-left off in its rotation), which is what a seed of the data order needs for comparing runs.
+by a hash of the seed, from the shard sizes, B and T only (so every number of processes starts at
+the same window); from there the stream goes on as above. So two seeds see the same tokens, but
+cut into other rows and in another order (each epoch starts where the previous one left off in its
+rotation), which is what a seed of the data order needs for comparing runs.
 
-Position: shard_index and shard_offset (plain fields) say where the NEXT batch starts; after every
-batch they already point at a chunk that fits. Saving them and calling dataloader_set_position
-later resumes the exact sequence of batches.
+Position: shard_index and shard_offset (plain fields) say where the NEXT window of the stream
+starts (the same on every process after each call); they always point at a window that fits.
+Saving them and calling dataloader_set_position later, with any number of processes, resumes the
+exact sequence of windows.
 
 Checks: at init every shard's header is read and checked (magic, version, token count against
-the file size, at least num_processes*B*T+1 tokens), so a damaged shard 7 is reported at start
+the file size, at least one window of B*T+1 tokens), so a damaged shard 7 is reported at start
 and not hours into training; the token ids of a shard are checked (< vocab_size) when it is
 loaded. Every problem ends the program with one "error: ..." line naming the file.
 
 Memory is allocated once, at init: a buffer for the largest shard, plus the inputs and targets of
-one batch. A shard is read into the buffer whole (and its ids checked) as soon as the loader moves
-to it, i.e. right after the batch that used up the previous shard.
+one batch. A shard is read into the buffer whole (and its ids checked) as soon as the stream moves
+to it, i.e. right after the window that used up the previous shard (every process reads every
+shard the stream passes, also one whose windows all go to other processes).
 
 Functions are `static inline` only so that a program using a few of them gets no warnings about
 the others being unused.
@@ -71,9 +84,9 @@ typedef struct {
     int* targets;               // B*T
 } DataLoader;
 
-// tokens one step consumes from a shard, over all processes
-static inline long dataloader_chunk(const DataLoader* d) {
-    return (long)d->num_processes * d->B * d->T;
+// tokens of one window of the stream (one process's batch, without its last target token)
+static inline long dataloader_window(const DataLoader* d) {
+    return (long)d->B * d->T;
 }
 
 // read and check the header of a shard; returns its number of tokens
@@ -126,9 +139,9 @@ static inline void dataloader_load_shard(DataLoader* d, int i) {
     d->loaded_shard = i;
 }
 
-// does a chunk starting at this offset of shard i fit (with the one extra target token)?
+// does a window starting at this offset of shard i fit (with the one extra target token)?
 static inline int dataloader_fits(const DataLoader* d, int i, long offset) {
-    return offset >= 0 && offset + dataloader_chunk(d) + 1 <= d->shard_tokens[i];
+    return offset >= 0 && offset + dataloader_window(d) + 1 <= d->shard_tokens[i];
 }
 
 static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int B, int T, int vocab_size,
@@ -167,9 +180,9 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
         FILE* f = fopen_check(d->shard_paths[i], "rb");
         long n = dataloader_read_header(d->shard_paths[i], f);
         fclose(f);
-        if (n < dataloader_chunk(d) + 1) {
-            fatal("%s: only %ld tokens, a batch needs B*T*processes + 1 = %d*%d*%d + 1 = %ld",
-                  d->shard_paths[i], n, B, T, num_processes, dataloader_chunk(d) + 1);
+        if (n < dataloader_window(d) + 1) {
+            fatal("%s: only %ld tokens, a batch needs B*T + 1 = %d*%d + 1 = %ld", d->shard_paths[i], n, B, T,
+                  dataloader_window(d) + 1);
         }
         d->shard_tokens[i] = n;
         if (n > largest) { largest = n; }
@@ -184,28 +197,29 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
     dataloader_load_shard(d, 0);
 }
 
-// Move the next batch to (shard index, token offset). The chunk must fit in the shard: a position
-// saved from the fields of a loader with the same B, T and processes always does.
+// Move the stream's next window to (shard index, token offset). The window must fit in the shard: a
+// position saved from the fields of a loader with the same B and T always does.
 static inline void dataloader_set_position(DataLoader* d, int shard_index, long shard_offset) {
     if (shard_index < 0 || shard_index >= d->num_shards) {
         fatal("data loader: shard index %d to resume from is not in 0..%d", shard_index, d->num_shards - 1);
     }
     if (!dataloader_fits(d, shard_index, shard_offset)) {
-        fatal("%s: offset %ld to resume from is not in 0..%ld (the shard has %ld tokens, a step takes %ld + 1)",
-              d->shard_paths[shard_index], shard_offset, d->shard_tokens[shard_index] - dataloader_chunk(d) - 1,
-              d->shard_tokens[shard_index], dataloader_chunk(d));
+        fatal("%s: offset %ld to resume from is not in 0..%ld (the shard has %ld tokens, a batch takes %ld + 1)",
+              d->shard_paths[shard_index], shard_offset, d->shard_tokens[shard_index] - dataloader_window(d) - 1,
+              d->shard_tokens[shard_index], dataloader_window(d));
     }
     dataloader_load_shard(d, shard_index);
     d->shard_index = shard_index;
     d->shard_offset = shard_offset;
 }
 
-// starts the batches at a position chosen by the seed: shard hash(seed) mod shards, then a token
-// offset uniform over the offsets where a chunk fits (any offset, not only multiples of B*T)
+// starts the stream at a position chosen by the seed: shard hash(seed) mod shards, then a token
+// offset uniform over the offsets where a window fits (any offset, not only multiples of B*T); the
+// same position for any number of processes
 static inline void dataloader_start_at_seed(DataLoader* d, uint64_t seed) {
     uint64_t h = random_mix64(seed);
     int shard = (int)(h % (uint64_t)d->num_shards);
-    uint64_t offsets = (uint64_t)(d->shard_tokens[shard] - dataloader_chunk(d));  // 0..tokens-chunk-1 fit
+    uint64_t offsets = (uint64_t)(d->shard_tokens[shard] - dataloader_window(d));  // 0..tokens-window-1 fit
     dataloader_set_position(d, shard, (long)(random_mix64(h) % offsets));
 }
 
@@ -213,20 +227,29 @@ static inline void dataloader_reset(DataLoader* d) {
     dataloader_set_position(d, 0, 0);
 }
 
-// fill inputs and targets with the next batch and advance the position
-static inline void dataloader_next_batch(DataLoader* d) {
-    long start = d->shard_offset + (long)d->process_rank * d->B * d->T;
-    const uint16_t* row = d->tokens + start;
-    int n = d->B * d->T;
-    for (int i = 0; i < n; i++) {
-        d->inputs[i] = row[i];
-        d->targets[i] = row[i + 1];
-    }
-    d->shard_offset += dataloader_chunk(d);
+// the stream moves past its next window
+static inline void dataloader_advance(DataLoader* d) {
+    d->shard_offset += dataloader_window(d);
     if (!dataloader_fits(d, d->shard_index, d->shard_offset)) {  // on to the next shard, or back to the first
         d->shard_index = (d->shard_index + 1) % d->num_shards;
         d->shard_offset = 0;
         dataloader_load_shard(d, d->shard_index);
+    }
+}
+
+// fill inputs and targets with this process's batch: of the next num_processes windows of the
+// stream, the one numbered process_rank; the stream moves past all of them
+static inline void dataloader_next_batch(DataLoader* d) {
+    for (int k = 0; k < d->num_processes; k++) {
+        if (k == d->process_rank) {  // copied before the stream can move on to (and load) another shard
+            const uint16_t* row = d->tokens + d->shard_offset;
+            int n = d->B * d->T;
+            for (int i = 0; i < n; i++) {
+                d->inputs[i] = row[i];
+                d->targets[i] = row[i + 1];
+            }
+        }
+        dataloader_advance(d);
     }
 }
 

@@ -11,10 +11,10 @@ function here does nothing, so a single process runs exactly the code it always 
 One optimizer step on N ranks (common/train_loop.h drives it):
 
     1. every rank runs grad_accum / N micro-batches of its own slice of the batch
-       (common/dataloader.h: rank r reads the r-th B*T tokens of each chunk of N*B*T)
-    2. reduce-scatter: the parameters are cut into N contiguous shards; rank r receives shard r of
-       every rank's gradients and sums them IN RANK ORDER 0, 1, ..., N-1, so the sum does not
-       depend on which message arrived first: two runs with the same N give the same bits
+       (common/dataloader.h: of every N windows of B*T tokens of the data, rank r reads the r-th)
+    2. reduce-scatter: the parameters are cut into N contiguous shards (below); rank r receives
+       shard r of the sum of every rank's gradients. Who adds in which order depends on the
+       transport (below): on the host path in rank order, with NCCL in the order of its algorithm
     3. the gradient norm: every rank sums the squares of its shard (in double), the N partial sums
        are added in rank order, so every rank clips with the same norm
     4. ZeRO-1 (-z 1, the default): rank r runs AdamW on shard r only and holds AdamW's m and v for
@@ -23,16 +23,40 @@ One optimizer step on N ranks (common/train_loop.h drives it):
        -z 0: the summed gradient shards are all-gathered instead and every rank updates all of
        the weights with full-size m and v (a plain all-reduce). Both give the same bits.
 
-Checkpoints hold the whole state: the shards of the weights and moments are gathered on rank 0,
-which writes the files as a single process does (common/state.h). So a run resumes with any N.
-Rank 0 alone prints, logs, samples and writes; the other ranks' standard output goes nowhere
-(their errors still reach stderr). A rank that dies or stops with an error ends the job: mpirun
-kills the others when one exits with a non-zero status or a signal, and MPI errors are fatal.
+Shards. n parameters over N ranks: every shard has S = ceil(n / N) places, rank r owns the
+parameters [r*S, min((r+1)*S, n)), so the last rank's shard holds N*S - n (< N) parameters fewer
+than the others. NCCL's ncclReduceScatter and ncclAllGather move the same count, S, for every rank,
+so the device buffers they work on (the CUDA trainer's fp32 gradients and floatX working weights)
+have N*S elements, the last N*S - n of them zero: no rank reads or writes past an allocation, and
+the padding stays zero (sums of zeros). MPI's v-collectives take one count per rank, so the host
+path moves only the n parameters and the C trainer's buffers have n elements. The layout is the
+same on every transport: which rank owns which parameter (AdamW's moments, the GPU's fp32 master
+weights) does not depend on NCCL. A model with so few parameters that a rank would own none
+(n <= (N-1)*S) is refused.
 
-Transports: MPI_Alltoallv / MPI_Allgatherv / MPI_Gatherv on host memory; NCCL (grouped ncclReduce
-and ncclBroadcast per shard, so shards may differ in size) on device memory when the CUDA trainer
-is built with USE_NCCL; otherwise device buffers are staged through host memory and sent with MPI
-(the CUDA trainer on the CPU execution layer, or on a GPU build without NCCL).
+Checkpoints hold the whole state: the shards of the weights and moments are gathered on rank 0,
+which writes the files as a single process does (common/state.h), n parameters, no padding. So a
+run resumes with any N. Rank 0 alone prints, logs, samples and writes; the other ranks' standard
+output goes nowhere (their errors still reach stderr). A rank that dies or stops with an error ends
+the job: mpirun kills the others when one exits with a non-zero status or a signal, and MPI errors
+are fatal.
+
+Transports, and the order in which each adds the gradients (doc/distributed.md says more):
+  - host memory, MPI (the C trainer; the CUDA trainer without NCCL, whose device buffers are copied
+    to host memory and back, as on the CPU execution layer of tests/cudacpu): MPI_Alltoallv hands
+    rank r every rank's piece of shard r, and rank r adds them itself IN RANK ORDER 0, 1, ..., N-1,
+    whatever order they arrived in. The sum depends only on N and the pieces added, not on timing
+    or topology: for a fixed N the same pieces give the same bits, run after run, on any machine
+    (not the bits of 1 process, which adds its micro-batches in another order). MPI_Allgatherv and
+    MPI_Gatherv move the shards.
+  - NCCL (the CUDA trainer built with USE_NCCL): one ncclReduceScatter and one ncclAllGather of
+    S elements per rank, in place, queued on the stream the trainer's kernels run on. NCCL adds in
+    an order fixed by the algorithm it picks for the reduce-scatter (ring, PAT, NVLS, CollNet; by
+    message size, N and topology) and by the rings it builds over the GPUs of this topology (a
+    ring adds shard r's pieces rank after rank around the ring, rank r's last): not rank order, so
+    not the bits of the host path nor of 1 process. It is expected to repeat run to run on the
+    same machines, rank-to-GPU placement, N, NCCL version and settings (NCCL_ALGO, NCCL_PROTO
+    fixed); NVLS, which adds inside the NVLink switch, has been reported not to repeat.
 */
 #ifndef COMMON_DIST_H
 #define COMMON_DIST_H
@@ -50,8 +74,10 @@ is built with USE_NCCL; otherwise device buffers are staged through host memory 
 typedef struct {
     int rank, size;       // this process and how many there are (0 and 1 without mpirun)
     int local_rank;       // among the ranks on this machine: the GPU this rank uses
-    size_t n;             // elements the collectives work on: the model's parameters
-    size_t lo, hi;        // this rank's shard [lo, hi) of them
+    size_t n;             // the model's parameters, which the collectives sum and gather
+    size_t shard;         // S = ceil(n / size): the places of every shard (the last holds fewer parameters)
+    size_t padded;        // size * S: the length of the device buffers NCCL works on (n and zeros)
+    size_t lo, hi;        // this rank's shard [lo, hi) of the parameters: [rank * S, min(lo + S, n))
     int* counts;          // (size) every rank's shard length, for MPI's v-collectives
     int* displs;          // (size) and its start
     float* gather;        // (size * largest shard) reduce-scatter receive buffer, host
@@ -60,6 +86,8 @@ typedef struct {
 #ifdef USE_NCCL
     ncclComm_t nccl;      // made on first use, once the trainer has chosen its GPU
     int have_nccl;
+    cudaStream_t stream;  // the stream the trainer's kernels run on, where the collectives queue
+                          // (0, the legacy default stream, unless the trainer sets another)
 #endif
 } Dist;
 
@@ -74,10 +102,12 @@ static inline int dist_launched_size(void) {
     return 0;
 }
 
-// the shard of `n` elements that rank r owns: contiguous, sizes differ by at most one
+// the shard [lo, hi) of `n` parameters that rank r of `size` owns: places [r*S, (r+1)*S) with
+// S = ceil(n / size), less those past n (the padding, on the last rank)
 static inline void dist_shard(size_t n, int r, int size, size_t* lo, size_t* hi) {
-    *lo = n / size * r + ((size_t)r < n % size ? (size_t)r : n % size);
-    *hi = *lo + n / size + ((size_t)r < n % size ? 1 : 0);
+    size_t S = (n + size - 1) / size;
+    *lo = S * r < n ? S * r : n;
+    *hi = *lo + S < n ? *lo + S : n;
 }
 
 // When a rank dies, mpirun ends the others with SIGTERM (then SIGKILL). Rank 0 says so in one line
@@ -125,9 +155,15 @@ static inline void dist_init(Dist* d) {
 // sets up the shards of `n` parameters and the buffers the collectives need
 static inline void dist_attach(Dist* d, size_t n) {
     d->n = n;
+    d->shard = (n + d->size - 1) / d->size;
+    d->padded = d->shard * d->size;
     dist_shard(n, d->rank, d->size, &d->lo, &d->hi);
     if (d->size == 1) { return; }
-    if (n / d->size + 1 > (size_t)INT_MAX / 4) { fatal("%zu parameters over %d ranks: shards too large for MPI", n, d->size); }
+    if (n <= d->shard * (d->size - 1)) {
+        fatal("%zu parameters over %d ranks: shards of %zu leave ranks without parameters; use fewer ranks",
+              n, d->size, d->shard);
+    }
+    if (d->shard > (size_t)INT_MAX / 4) { fatal("%zu parameters over %d ranks: shards too large for MPI", n, d->size); }
     d->counts = (int*)malloc_check(d->size * sizeof(int), "shard sizes");
     d->displs = (int*)malloc_check(d->size * sizeof(int), "shard starts");
     for (int r = 0; r < d->size; r++) {
@@ -276,18 +312,15 @@ static inline void dist_nccl_ready(Dist* d) {
 }
 #endif
 
-// dist_reduce_scatter_host on a device buffer. NCCL: one ncclReduce per shard to its owner, in
-// one group (shards may differ in size by one element, which ncclReduceScatter does not allow)
+// dist_reduce_scatter_host on a device buffer. NCCL: buf holds d->padded floats (the last
+// padded - n of them zero); one ncclReduceScatter of S floats per rank, in place: rank r's sum
+// lands at buf + r*S, where its own piece of shard r was. NCCL picks the order of the additions.
 static inline void dist_reduce_scatter_device(Dist* d, float* buf) {
     if (d->size == 1) { return; }
 #ifdef USE_NCCL
     dist_nccl_ready(d);
-    nccl_check(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < d->size; r++) {
-        float* shard = buf + d->displs[r];
-        nccl_check(ncclReduce(shard, shard, (size_t)d->counts[r], ncclFloat, ncclSum, r, d->nccl, 0), "ncclReduce");
-    }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    nccl_check(ncclReduceScatter(buf, buf + d->rank * d->shard, d->shard, ncclFloat, ncclSum, d->nccl, d->stream),
+               "ncclReduceScatter");
 #else
     float* host = (float*)dist_stage(d, d->n * sizeof(float));
     dist_copy(host, buf, d->n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -296,18 +329,16 @@ static inline void dist_reduce_scatter_device(Dist* d, float* buf) {
 #endif
 }
 
-// dist_all_gather_host on a device buffer. NCCL: one ncclBroadcast per shard from its owner
+// dist_all_gather_host on a device buffer. NCCL: buf holds d->padded elements of `bytes` bytes;
+// one ncclAllGather of S elements per rank (as S * bytes bytes: gathering only copies), in place:
+// rank r's shard at buf + r*S goes to every rank
 static inline void dist_all_gather_device(Dist* d, void* buf, size_t bytes) {
     if (d->size == 1) { return; }
     char* b = (char*)buf;
 #ifdef USE_NCCL
     dist_nccl_ready(d);
-    nccl_check(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < d->size; r++) {
-        char* shard = b + (size_t)d->displs[r] * bytes;
-        nccl_check(ncclBroadcast(shard, shard, (size_t)d->counts[r] * bytes, ncclUint8, r, d->nccl, 0), "ncclBroadcast");
-    }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    size_t shard_bytes = d->shard * bytes;
+    nccl_check(ncclAllGather(b + d->rank * shard_bytes, b, shard_bytes, ncclUint8, d->nccl, d->stream), "ncclAllGather");
 #else
     char* host = (char*)dist_stage(d, d->n * bytes);
     dist_copy(host + d->lo * bytes, b + d->lo * bytes, (d->hi - d->lo) * bytes, cudaMemcpyDeviceToHost);

@@ -55,7 +55,8 @@ typedef struct {
     void (*load_moments)(void* self, const float* m, const float* v);
     // several ranks: the gradient buffer (num_parameters floats) the ranks sum, and the weights the
     // forward pass reads (`*elem_bytes` each), which a sharded update changes and the ranks gather
-    // (both in GPU memory in the CUDA trainer: common/dist.h moves them with NCCL or through the host)
+    // (both in GPU memory in the CUDA trainer, padded with zeros to Dist.padded elements:
+    // common/dist.h moves them with NCCL or through the host)
     float* (*grads)(void* self);
     void* (*working_weights)(void* self, size_t* elem_bytes);
     // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
@@ -128,8 +129,9 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     r->config = cfg;
     r->num_parameters = num_parameters;
     args_check_model(a, cfg);
-    // several ranks: each reads its own B*T slice of every chunk of ranks*B*T tokens, and the
-    // parameters are cut into one shard per rank (common/dist.h)
+    // several ranks: of every `ranks` windows of B*T tokens of the data each reads its own (the
+    // ranks of a step read the windows one process reads), and the parameters are cut into one
+    // shard per rank (common/dist.h)
     Dist* d = &r->dist;
     long per_micro = (long)a->B * a->T * d->size;
     if (!a->total_batch_given) { a->total_batch = per_micro; }  // -d not given: no accumulation
@@ -273,8 +275,8 @@ static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* mo
     free(m);
 }
 
-// One optimizer step's gradients, summed over the ranks (reduce-scatter, rank order), then their
-// global norm (squares summed over each rank's shard, then over the ranks in rank order). With
+// One optimizer step's gradients, summed over the ranks (reduce-scatter: in rank order on the host
+// path, in NCCL's order with NCCL, common/dist.h), then their global norm (squares summed over each rank's shard, then over the ranks in rank order). With
 // one rank this is the norm of the gradients. With -z 0 the summed shards go to every rank.
 static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, void* model) {
     Dist* d = &r->dist;

@@ -2,7 +2,8 @@
 tests/test_dataloader.c: common/dataloader.h on small shards written here (no Python needed).
 
 Token k of shard s holds the id 100*s + k, so every batch can be checked exactly: we know which
-shard and which offset every input and target must come from.
+shard and which offset every input and target must come from. Several processes are several
+loaders in this one program, one per rank.
 */
 #include "harness.h"
 
@@ -46,9 +47,8 @@ static void write_shard(const char* path, int shard, ShardSpec s) {
 // ----------------------------------------------------------------------------
 // batches
 
-// is the batch in the loader the one that starts at this offset of this shard?
-static int batch_is(const DataLoader* d, int shard, long chunk_offset) {
-    long start = chunk_offset + (long)d->process_rank * d->B * d->T;
+// is the batch in the loader the window that starts at this offset of this shard?
+static int batch_is(const DataLoader* d, int shard, long start) {
     for (int i = 0; i < d->B * d->T; i++) {
         if (d->inputs[i] != token_at(shard, start + i)) { return 0; }
         if (d->targets[i] != token_at(shard, start + i + 1)) { return 0; }
@@ -95,19 +95,6 @@ static void test_batches(void) {
     CHECK(batch_is(&d, 0, 0), "reset");
     dataloader_free(&d);
 
-    // two processes, B=1, T=3: each step reads 6 tokens, rank r takes tokens r*3 .. r*3+3 of them
-    for (int rank = 0; rank < 2; rank++) {
-        dataloader_init(&d, pattern, 1, 3, VOCAB, rank, 2);
-        for (int b = 0; b < 7; b++) {
-            dataloader_next_batch(&d);
-            CHECK(batch_is(&d, shards[b % 6], offsets[b % 6]), "rank %d step %d", rank, b);
-        }
-        // the 7th step wrapped around to shard 0 at offset 0: tokens 0..6, rank 0 gets 0 1 2 -> 1 2 3
-        CHECK(rank == 0 ? d.inputs[0] == 0 && d.targets[2] == 3 : d.inputs[0] == 3 && d.targets[2] == 6,
-              "rank %d's slice spelled out", rank);
-        dataloader_free(&d);
-    }
-
     char dir[256];
     CHECK(dataloader_first_dir(pattern, dir, sizeof(dir)) == 1 && strcmp(dir, harness_dir) == 0,
           "folder of the first shard: \"%s\"", dir);
@@ -115,30 +102,109 @@ static void test_batches(void) {
           "no folder when nothing matches");
 }
 
+// Several processes read the one-process stream: with N processes, call b of rank r reads window
+// b*N + r of the stream one process reads, and every rank's position after the call is that of
+// window (b+1)*N. B=1, T=3 on the shards of 20, 14 and 7 tokens: one process's stream of an epoch
+// is shard 0 at 0, 3, ..., 15 (18 would need token 21), shard 1 at 0, 3, 6, 9, shard 2 at 0, 3.
+// Started there, shard 0 holds 6 windows, an even number; started at offset 2 it holds 5 (2, 5, ...,
+// 14), so with 2 processes a call spans the end of shard 0; with 3, calls span shard ends anyway.
+#define STREAM_CALLS 9
+static void test_processes(void) {
+    const char* pattern = tmpdir_path("good_*.bin");
+    int epoch_shards[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2};
+    long epoch_offsets[] = {0, 3, 6, 9, 12, 15, 0, 3, 6, 9, 0, 3};
+    long starts[][2] = {{0, 0}, {0, 2}, {1, 9}};
+    for (int s = 0; s < 3; s++) {
+        for (int processes = 2; processes <= 3; processes++) {
+            // the stream one process reads from this start: (shard, offset) of each window, and
+            // the position after it
+            int n = STREAM_CALLS * processes;
+            int shard[3 * STREAM_CALLS + 1];
+            long offset[3 * STREAM_CALLS + 1];
+            DataLoader one;
+            dataloader_init(&one, pattern, 1, 3, VOCAB, 0, 1);
+            dataloader_set_position(&one, (int)starts[s][0], starts[s][1]);
+            int bad = 0;
+            for (int w = 0; w < n; w++) {
+                shard[w] = one.shard_index;
+                offset[w] = one.shard_offset;
+                dataloader_next_batch(&one);
+                if (!batch_is(&one, shard[w], offset[w])) { bad++; }
+            }
+            shard[n] = one.shard_index;
+            offset[n] = one.shard_offset;
+            dataloader_free(&one);
+            if (s == 0) {  // the unseeded stream, spelled out above
+                for (int w = 0; w < n; w++) {
+                    if (shard[w] != epoch_shards[w % 12] || offset[w] != epoch_offsets[w % 12]) { bad++; }
+                }
+            }
+            CHECK(bad == 0, "start (%ld, %ld): one process reads %d windows of the stream (%d bad)", starts[s][0],
+                  starts[s][1], n, bad);
+            for (int rank = 0; rank < processes; rank++) {
+                DataLoader d;
+                dataloader_init(&d, pattern, 1, 3, VOCAB, rank, processes);
+                dataloader_set_position(&d, (int)starts[s][0], starts[s][1]);
+                bad = 0;
+                for (int b = 0; b < STREAM_CALLS; b++) {
+                    int w = b * processes + rank, next = (b + 1) * processes;
+                    dataloader_next_batch(&d);
+                    if (!batch_is(&d, shard[w], offset[w])) { bad++; }
+                    if (d.shard_index != shard[next] || d.shard_offset != offset[next]) { bad++; }
+                }
+                CHECK(bad == 0, "start (%ld, %ld), %d processes: rank %d reads windows %d, %d, ... of the stream and "
+                      "ends each call where the others do (%d bad)", starts[s][0], starts[s][1], processes, rank, rank,
+                      rank + processes, bad);
+                dataloader_free(&d);
+            }
+        }
+    }
+    // spelled out: from shard 0 at 14, 2 processes; one process reads (0, 14) then (1, 0): the
+    // first call's two windows lie in two shards, rank 1 reads tokens 0..3 of shard 1
+    for (int rank = 0; rank < 2; rank++) {
+        DataLoader d;
+        dataloader_init(&d, pattern, 1, 3, VOCAB, rank, 2);
+        dataloader_set_position(&d, 0, 14);
+        dataloader_next_batch(&d);
+        CHECK(rank == 0 ? d.inputs[0] == 14 && d.targets[2] == 17 : d.inputs[0] == 100 && d.targets[2] == 103,
+              "2 processes from (0, 14): rank %d's batch spelled out", rank);
+        CHECK(d.shard_index == 1 && d.shard_offset == 3, "2 processes from (0, 14): rank %d then at (1, 3)", rank);
+        dataloader_free(&d);
+    }
+}
+
 // a seeded start (the trainers' -S): a position that fits, the same for the same seed, its first
 // batch read from there, and many different positions over the seeds (shards of 20, 14, 7 tokens
-// with B=2, T=3 have 14 + 8 + 1 = 23 positions where a batch fits)
+// with B=2, T=3 have 14 + 8 + 1 = 23 positions where a batch fits); the same position for every
+// rank of 2 and of 3 processes (`again` plays them all)
 static void test_seeded_start(void) {
     DataLoader d, again;
     dataloader_init(&d, tmpdir_path("good_*.bin"), 2, 3, VOCAB, 0, 1);
-    dataloader_init(&again, tmpdir_path("good_*.bin"), 2, 3, VOCAB, 0, 1);
     int seen[3][20] = {{0}};
     int distinct = 0, bad = 0;
-    for (uint64_t seed = 1; seed <= 200; seed++) {
-        dataloader_start_at_seed(&d, seed);
-        dataloader_start_at_seed(&again, seed);
-        int shard = d.shard_index;
-        long offset = d.shard_offset;
-        if (shard != again.shard_index || offset != again.shard_offset || !dataloader_fits(&d, shard, offset)) { bad++; }
-        if (!seen[shard][offset]++) { distinct++; }
-        dataloader_next_batch(&d);
-        if (!batch_is(&d, shard, offset)) { bad++; }
+    for (int processes = 1; processes <= 3; processes++) {
+        for (int rank = 0; rank < processes; rank++) {
+            dataloader_init(&again, tmpdir_path("good_*.bin"), 2, 3, VOCAB, rank, processes);
+            for (uint64_t seed = 1; seed <= 200; seed++) {
+                dataloader_start_at_seed(&d, seed);
+                dataloader_start_at_seed(&again, seed);
+                int shard = d.shard_index;
+                long offset = d.shard_offset;
+                if (shard != again.shard_index || offset != again.shard_offset || !dataloader_fits(&d, shard, offset)) {
+                    bad++;
+                }
+                if (!seen[shard][offset]++) { distinct++; }
+                dataloader_next_batch(&d);
+                if (!batch_is(&d, shard, offset)) { bad++; }
+            }
+            dataloader_free(&again);
+        }
     }
-    CHECK(bad == 0, "200 seeds: the same position twice, one that fits, and the first batch from there (%d bad)", bad);
+    CHECK(bad == 0, "200 seeds: the same position for 1, 2 and 3 processes, one that fits, and the first batch from "
+          "there (%d bad)", bad);
     CHECK(distinct >= 20, "200 seeds start at %d of the 23 positions (at least 20)", distinct);
-    CHECK(seen[0][0] < 200, "a seeded start is not always the unseeded one");
+    CHECK(seen[0][0] < 6 * 200, "a seeded start is not always the unseeded one");
     dataloader_free(&d);
-    dataloader_free(&again);
 }
 
 // ----------------------------------------------------------------------------
@@ -195,7 +261,7 @@ static void test_bad_input(void) {
     s.header_count = -5;
     expect_bad_shard("negative count", "negative", s, "negative token count");
     expect_bad_shard("empty shard", "empty", shard_spec(0), "empty shard");
-    expect_bad_shard("too short for B*T+1", "short", shard_spec(6), "only 6 tokens, a batch needs B*T*processes + 1 = 2*3*1 + 1 = 7");
+    expect_bad_shard("too short for B*T+1", "short", shard_spec(6), "only 6 tokens, a batch needs B*T + 1 = 2*3 + 1 = 7");
     s = shard_spec(20);
     s.bad_at = 13;
     expect_bad_shard("token id >= vocab", "bad_token", s, "token 13 has id 1000");
@@ -203,9 +269,14 @@ static void test_bad_input(void) {
     Run none = {tmpdir_path("nothing_*.bin"), 2, 3, 0, 1, 0};
     expect_fatal("no file matches", run_loader, &none, "no file matches", none.pattern, (const char*)NULL);
 
-    // with 2 processes a step needs 2*B*T+1 = 13 tokens: good_002.bin has 7
-    Run two = {tmpdir_path("good_*.bin"), 2, 3, 0, 2, 0};
-    expect_fatal("too short for 2 processes", run_loader, &two, "good_002.bin", "only 7 tokens", (const char*)NULL);
+    // one window of B*T+1 = 7 tokens is all a shard needs, for any number of processes (good_002.bin
+    // has 7): 3 processes read through it, 12 calls of 3 windows (6 epochs of 6 windows)
+    for (int r = 0; r < 3; r++) {
+        Run three = {tmpdir_path("good_*.bin"), 2, 3, r, 3, 12};
+        char what[80];
+        snprintf(what, sizeof(what), "shards of one window, rank %d of 3 processes", r);
+        expect_ok(what, run_loader, &three);
+    }
     Run rank = {tmpdir_path("good_*.bin"), 2, 3, 2, 2, 0};
     expect_fatal("rank outside 0..processes-1", run_loader, &rank, "process rank 2", (const char*)NULL);
 
@@ -247,6 +318,7 @@ static void test_bad_input(void) {
 int main(void) {
     tmpdir_create("test_dataloader");
     test_batches();
+    test_processes();
     test_seeded_start();
     printf("bad shards and arguments (each must be one error line):\n");
     test_bad_input();

@@ -3,7 +3,9 @@
 # trainer, on a tiny fresh model (2 layers, C 32) and the default arithmetic data, one thread per
 # rank. make test runs it (`make test-dist`); it skips, saying why, without mpirun or an MPI build.
 #   a. 2 ranks against 1 process with the same total batch -d (4 micro-batches: 2 per rank):
-#      20 steps' losses and the validation losses agree to 1e-6 relative, the final weights closely
+#      20 steps' losses and the validation losses agree to 1e-6 relative, the final weights to 1e-5
+#      of the largest weight; the same with a seeded data order (-S, two seeds, 8 steps), one of
+#      them starting near the end of the data so that it wraps around within a step
 #   b. two 2-rank runs are bit-identical (losses, norms, checkpoint files); so are -z 0 and -z 1
 #   c. a 2-rank run stopped at step 10 and resumed gives the same files as the run straight through;
 #      resumed with 1 rank from the 2-rank checkpoint (and with 2 from the 1-process one) it
@@ -13,14 +15,26 @@
 #      while the job runs and is gone after it; the checkpoints written before are resumable
 #   f. the CUDA trainer (FP32) through the CPU execution layer (tests/cudacpu), where its gradients
 #      and weights go through host memory as on a GPU build without NCCL: 2 ranks against 1
-#      process (6 steps), -z 0 and -z 1 bit-identical, a resume from step 3 with 2 ranks exact;
+#      process (6 steps; with -S, two seeds, 4 steps), -z 0 and -z 1 bit-identical, a resume from
+#      step 3 with 2 ranks exact;
 #      the BF16 build (whose ranks gather bf16 working weights with -z 1): -z 0 and -z 1 identical
+#   g. a parameter count that divides by neither 2 nor 3 (d9c25h5: 107575 parameters; shards of
+#      ceil(n / N), the last rank's shorter; the shard boundaries fall in weights that get gradients,
+#      not in the rows of wpe that T 32 leaves untouched): 2 and 3 ranks against 1 process (1e-6
+#      relative), 3 ranks -z 0 and -z 1 bit-identical, a 3-rank resume from step 3 exact, 1 process
+#      resumed from the 3-rank checkpoint on the same loss curve
+#   h. common/dist.h's NCCL path in the BF16 CUDA trainer through the CPU execution layer, NCCL
+#      played by tests/fake_nccl/nccl.h, which checks every call (one ncclReduceScatter and one
+#      ncclAllGather a step, in place, equal counts of ceil(n / N), inside the device allocations,
+#      the padding zero before and after) and adds in rank order: on the model of g with 2 and 3
+#      ranks, -z 1 and -z 0, 2 steps: the same checkpoint files as the host path's, the expected calls
 # KEEP=1 keeps the work folder. Closes with "N passed, N failed" (exit 1 when anything failed).
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2}
 TRAIN_CU=${TRAIN_CU:-tests/bin/train_gpt2cu_fp32_cpu}  # section f, where they are built
 TRAIN_CU_BF16=${TRAIN_CU_BF16:-tests/bin/train_gpt2cu_cpu}
+TRAIN_CU_NCCL=${TRAIN_CU_NCCL:-tests/bin/train_gpt2cu_fakenccl_cpu}  # section h
 CKPT_DIFF=${CKPT_DIFF:-tests/bin/ckpt_diff}
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 if ! command -v mpirun > /dev/null 2>&1; then
@@ -71,6 +85,43 @@ agree() {
               printf "%d values, worst relative difference %.2e (%s)\n", n, worst, at; exit worst > 1e-6 }')
     if [ $? = 0 ]; then ok "$1: $report"; else bad "$1: $report"; fi
 }
+# ranks_vs_one TITLE ONE TWO MIN FLAGS...: runs $BIN with FLAGS as one process (-o $W/ONE) and as
+# 2 ranks (-o $W/TWO); every step's loss and the validation losses agree to 1e-6 relative (at least
+# MIN values), the final checkpoints' weights to 1e-5 of the largest weight; with -S, both runs
+# print the same seeded start of the data
+ranks_vs_one() {
+    local title=$1 one=$2 two=$3 min=$4 last diff_line
+    shift 4
+    train "$one" 0 "$@"
+    train "$two" 2 "$@"
+    losses "$one" > "$W/$one.txt"
+    losses "$two" > "$W/$two.txt"
+    agree "$title" "$W/$one.txt" "$W/$two.txt" "$min"
+    last=$(ls "$W/$one" | grep '^model_.*\.bin$' | tail -n 1)
+    diff_line=$("$CKPT_DIFF" "$W/$one/$last" "$W/$two/$last" 2>&1)
+    if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "$title: final weights ($last): $diff_line"
+    else bad "$title: final weights ($last): $diff_line"; fi
+    grep -H "^data order:" "$W/$one.out" "$W/$two.out" > "$W/$two.order"
+    if [ -s "$W/$two.order" ]; then
+        [ "$(wc -l < "$W/$two.order")" = 2 ] && [ "$(cut -d: -f2- "$W/$two.order" | uniq | wc -l)" = 1 ] \
+            && ok "$title: the same start, $(grep "^data order:" "$W/$one.out")" \
+            || bad "$title: another start of the data on 2 ranks" "$W/$two.order"
+    fi
+}
+# near_end NAME WINDOWS: the run NAME's seeded start lies at most WINDOWS windows of B*T = 128
+# tokens before the end of the (single) training shard of the arithmetic data, so that the data
+# wraps around to its start within the run (the seeds are picked for that; a change of the data or
+# of the seeded start needs other seeds)
+near_end() {
+    local start tokens
+    start=$(sed -n 's/^data order: .* token \([0-9]*\)$/\1/p' "$W/$1.out")
+    tokens=$((($(stat -c %s data/arithmetic/arithmetic_train.bin) - 1024) / 2))
+    if [ -n "$start" ] && [ $(((tokens - start - 1) / 128)) -le "$2" ]; then
+        ok "$1: the data starts $(((tokens - start - 1) / 128)) windows of 128 tokens before the end of the shard"
+    else
+        bad "$1: the seeded start ${start:-?} is not within $2 windows of the end of the $tokens tokens: pick another seed"
+    fi
+}
 same_files() {  # same_files TITLE DIR_A DIR_B STEP: the checkpoint pair of STEP byte for byte
     local s
     s=$(printf %08d "$4")
@@ -85,14 +136,14 @@ make -s data/arithmetic > /dev/null || { echo "test-dist: cannot make data/arith
 # 20 steps of 4 micro-batches of 4 x 32 tokens (one process) = 2 per rank (two ranks)
 F=(-e d2c32h2 -b 4 -t 32 -d 512 -x 20 -u 5 -v 10 -m 4 -k 16 -s 0 -n 10)
 
-# a. 2 ranks against 1 process
-train one 0 "${F[@]}"
-train two 2 "${F[@]}"
-losses one > "$W/one.txt"
-losses two > "$W/two.txt"
-agree "2 ranks vs 1 process, 20 steps and 2 validations" "$W/one.txt" "$W/two.txt"
-diff_line=$("$CKPT_DIFF" "$W/one/model_00000020.bin" "$W/two/model_00000020.bin")
-if awk '{ exit !($6 < 1e-5) }' <<< "$diff_line"; then ok "final weights, 2 ranks vs 1: $diff_line"; else bad "final weights, 2 ranks vs 1: $diff_line"; fi
+# a. 2 ranks against 1 process; then with a seeded data order (-S), 8 steps: seed 1 starts inside
+# the shard, seed 3706 seven windows of B*T before its end, so the data wraps around to the start of
+# the shard in the middle of step 2 (between micro-batches that one rank reads)
+ranks_vs_one "2 ranks vs 1 process, 20 steps and 2 validations" one two 10 "${F[@]}"
+for seed in 1 3706; do
+    ranks_vs_one "-S $seed: 2 ranks vs 1 process, 8 steps" "one_s$seed" "two_s$seed" 8 "${F[@]}" -x 8 -S "$seed"
+done
+near_end one_s3706 7
 grep -q "2 ranks (AdamW state sharded, ZeRO-1)" "$W/two.out" && grep -q "this rank's shard" "$W/two.out" \
     && ok "the batch and memory lines name the ranks and the shard" || bad "batch/memory lines" "$W/two.out"
 if [ "$(grep -c '^step 20/20' "$W/two.out")" = 1 ] && [ ! -s "$W/two.err" ]; then
@@ -184,14 +235,18 @@ fi
 if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
     G=(-e d2c32h2 -b 4 -t 32 -d 256 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)
     CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU"))"
-    BIN=$TRAIN_CU train cu_one 0 "${G[@]}"
-    BIN=$TRAIN_CU train cu_two 2 "${G[@]}"
+    BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" cu_one cu_two 8 "${G[@]}"
+    # seeded (4 steps of 2 micro-batches): seed 3706 wraps around to the start in step 4, between
+    # the micro-batch of rank 0 and that of rank 1
+    for seed in 1 3706; do
+        BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: -S $seed: 2 ranks vs 1 process, 4 steps" "cu_one_s$seed" "cu_two_s$seed" 4 \
+            "${G[@]}" -x 4 -v 4 -n 0 -S "$seed"
+    done
     BIN=$TRAIN_CU train cu_two_z0 2 "${G[@]}" -z 0
     mkdir -p "$W/cu_resume"
     cp "$W/cu_two/model_00000003.bin" "$W/cu_two/state_00000003.bin" "$W/cu_resume/"
     BIN=$TRAIN_CU train cu_resume 2 "${G[@]}" -y 1
-    for name in cu_one cu_two cu_two_z0; do losses "$name" > "$W/$name.txt"; done
-    agree "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" "$W/cu_one.txt" "$W/cu_two.txt" 8
+    losses cu_two_z0 > "$W/cu_two_z0.txt"
     cmp -s "$W/cu_two.txt" "$W/cu_two_z0.txt" && ok "$CU_LABEL: -z 0 and -z 1, same losses (bits)" \
         || bad "$CU_LABEL: -z 0 and -z 1 differ" "$W/cu_two_z0.txt"
     same_files "$CU_LABEL: -z 0 and -z 1" "$W/cu_two" "$W/cu_two_z0" 6
@@ -209,6 +264,60 @@ if [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi;
     same_files "$CU_LABEL: -z 0 and -z 1 (bf16 working weights gathered)" "$W/bf16_two" "$W/bf16_two_z0" 4
 else
     echo "skip f. the BF16 CUDA trainer through the CPU execution layer: $TRAIN_CU_BF16 not built with MPI"
+fi
+
+# g. a parameter count that 2 and 3 do not divide: the last rank's shard is shorter
+O=(-e d9c25h5 -b 4 -t 32 -d 768 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)  # 6 micro-batches a step: 3, 2 per rank
+train odd_one 0 "${O[@]}"
+train odd_two 2 "${O[@]}"
+train odd_three 3 "${O[@]}"
+train odd_three_z0 3 "${O[@]}" -z 0
+odd_n=$(sed -n 's/^model: .* \([0-9]*\) parameters$/\1/p' "$W/odd_one.out")
+if [ -n "$odd_n" ] && [ $((odd_n % 2)) != 0 ] && [ $((odd_n % 3)) != 0 ]; then
+    ok "d9c25h5: $odd_n parameters: the last of 2 ranks holds $((odd_n - (odd_n + 1) / 2)), of 3 ranks $((odd_n - 2 * ((odd_n + 2) / 3))) (shards of $(((odd_n + 1) / 2)) and $(((odd_n + 2) / 3)))"
+else
+    bad "d9c25h5: a parameter count that divides by neither 2 nor 3 expected, not '$odd_n'" "$W/odd_one.out"
+fi
+for name in odd_one odd_two odd_three odd_three_z0; do losses "$name" > "$W/$name.txt"; done
+agree "odd model: 2 ranks vs 1 process, 6 steps and 2 validations" "$W/odd_one.txt" "$W/odd_two.txt" 8
+agree "odd model: 3 ranks vs 1 process, 6 steps and 2 validations" "$W/odd_one.txt" "$W/odd_three.txt" 8
+cmp -s "$W/odd_three.txt" "$W/odd_three_z0.txt" && ok "odd model, 3 ranks: -z 0 and -z 1, same losses (bits)" \
+    || bad "odd model, 3 ranks: -z 0 and -z 1 differ" "$W/odd_three_z0.txt"
+same_files "odd model, 3 ranks: -z 0 and -z 1" "$W/odd_three" "$W/odd_three_z0" 6
+for run in odd_resume_three:3 odd_resume_one:0; do
+    IFS=: read -r name ranks <<< "$run"
+    mkdir -p "$W/$name"
+    cp "$W/odd_three/model_00000003.bin" "$W/odd_three/state_00000003.bin" "$W/$name/"
+    train "$name" "$ranks" "${O[@]}" -y 1
+    losses "$name" 4 > "$W/$name.txt"
+done
+same_files "odd model, 3 ranks: resumed from step 3 vs straight" "$W/odd_three" "$W/odd_resume_three" 6
+losses odd_three 4 > "$W/odd_three_tail.txt"
+agree "odd model: 1 process resumed from the 3-rank checkpoint of step 3 vs 3 ranks straight" \
+    "$W/odd_three_tail.txt" "$W/odd_resume_one.txt" 4
+
+# h. the NCCL path, NCCL played by tests/fake_nccl/nccl.h, against the host path (BF16 CUDA trainer)
+if [ -n "$odd_n" ] && [ -x "$TRAIN_CU_NCCL" ] && [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi; then
+    P=(-e d9c25h5 -b 2 -t 16 -d 192 -x 2 -u 5 -v 0 -k 2 -s 0)
+    for ranks in 2 3; do
+        BIN=$TRAIN_CU_BF16 train "host_odd_$ranks" "$ranks" "${P[@]}"
+        for z in 1 0; do
+            BIN=$TRAIN_CU_NCCL CUDACPU_DEVICES=$ranks FAKE_NCCL_PARAMETERS=$odd_n train "nccl_odd_${ranks}_z$z" "$ranks" \
+                "${P[@]}" -z "$z"
+            same_files "NCCL path (fake NCCL), $ranks ranks, -z $z vs the host path" "$W/host_odd_$ranks" \
+                "$W/nccl_odd_${ranks}_z$z" 2
+            shard=$(((odd_n + ranks - 1) / ranks))
+            elem=$([ "$z" = 1 ] && echo 2 || echo 4)  # -z 1 gathers the bf16 weights, -z 0 the fp32 gradients
+            want="fake NCCL: rank 0 of $ranks: 2 ncclReduceScatter of $shard floats, 2 ncclAllGather of $((shard * elem)) bytes"
+            if grep -qx "$want" "$W/nccl_odd_${ranks}_z$z.err" && [ "$(grep -c '^fake NCCL: rank' "$W/nccl_odd_${ranks}_z$z.err")" = "$ranks" ]; then
+                ok "NCCL path, $ranks ranks, -z $z: every rank's calls checked; $want"
+            else
+                bad "NCCL path, $ranks ranks, -z $z: expected '$want' from each of $ranks ranks" "$W/nccl_odd_${ranks}_z$z.err"
+            fi
+        done
+    done
+else
+    echo "skip h. the NCCL path with the fake NCCL: $TRAIN_CU_NCCL or $TRAIN_CU_BF16 not built with MPI"
 fi
 
 cli_summary test-dist

@@ -10,11 +10,11 @@ version 1: train_gpt2.cu's path with the (B, NH, T, T) tensors (attention_v1.h):
            heads, batched matmuls for datt and dv, the softmax backward kernel on the saved
            probabilities, batched matmuls for dq and dk, permute back. Its forward pass (which
            saves the probabilities) runs before, untimed.
-version 2: the trainer's flash attention backward (../../attention.cuh, TRAIN_GPT2CU_KERNELS=flash):
-           D = rowsum(dO O) (one small kernel), then two kernels that recompute the probabilities
-           from the log-sum-exp the forward saved: one owns 64-query tiles (dQ), one owns 64-key
-           tiles (dK, dV), WMMA tile products, fixed order, no atomics. Its forward runs before,
-           untimed.
+version 2: the trainer's flash attention backward (../../attention.cuh; version 1's path for head
+           sizes it does not take): D = rowsum(dO O) (one small kernel), then two kernels that
+           recompute the probabilities from the log-sum-exp the forward saved: one owns 64-query
+           tiles (dQ), one owns 64-key tiles (dK, dV), WMMA tile products, fixed order, no
+           atomics. Its forward runs before, untimed.
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention backward;
 attention_ref.h, shared with attention_forward.cu). Each

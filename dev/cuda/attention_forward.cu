@@ -17,10 +17,11 @@ version 2: a flash-attention-style kernel of our own on CUDA cores (no tensor co
            the diagonal are skipped, the diagonal masked. No T x T tensor exists. Heavy tiles are launched
            first. (The trainer's backward pass needs att or, for a flash backward, the row
            log-sum-exp: this experiment is the forward only.)
-version 3: the trainer's flash attention (../../attention.cuh, TRAIN_GPT2CU_KERNELS=flash): blocks
-           of 64 queries (16 per warp), key and value tiles in shared memory, q.k^T and P.v on
-           tensor cores through WMMA (bf16 in, fp32 accumulation), online softmax per key tile,
-           also saving each row's log-sum-exp for the backward pass (attention_backward.cu).
+version 3: the trainer's flash attention (../../attention.cuh; the trainer's attention wherever
+           the head size allows it, version 1's path elsewhere): blocks of 64 queries (16 per
+           warp), key and value tiles in shared memory, q.k^T and P.v on tensor cores through
+           WMMA (bf16 in, fp32 accumulation), online softmax per key tile, also saving each
+           row's log-sum-exp for the backward pass (attention_backward.cu).
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention; attention_ref.h,
 shared with attention_backward.cu). Timing in ms

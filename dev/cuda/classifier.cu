@@ -10,17 +10,17 @@ written IN PLACE over the logits (with write_grad; without it only the losses), 
 probabilities never exist as a tensor. Moves 2 * N * Vp * 2 bytes: pure bandwidth.
 
 version 1: train_gpt2.cu's classifier_kernel (the trainer's own code: trainer.h includes
-           train_gpt2.cu; TRAIN_GPT2CU_KERNELS without classifier): one block of 512 threads per
-           row, scalar bf16 loads, an online (max, sum) per thread that calls expf twice per
-           element (the merge rescales the sum even when the max does not change), then a second
-           pass over the row for dlogits.
+           train_gpt2.cu; the trainer's path for rows longer than version 4 holds): one block of
+           512 threads per row, scalar bf16 loads, an online (max, sum) per thread that calls expf
+           twice per element (the merge rescales the sum even when the max does not change), then
+           a second pass over the row for dlogits.
 version 2: the same two passes with 128-bit loads (8 bf16) and a cheaper online softmax: per
            vector of 8, one max, at most one rescale of the running sum, then 8 expf.
 version 3: the row in registers: 1024 threads per row each load their (at most CLS3_VPT) vectors
            at once, take their local max and sum of exp from registers, merge once across the
            block, and write dlogits from the same registers: the row is read from memory once.
-version 4: the trainer's one-pass classifier_row_kernel (TRAIN_GPT2CU_KERNELS=classifier; its
-           own code, included), version 3 as ported: 1024 threads, the row in registers as
+version 4: the trainer's classifier (its own code, included: classifier_row_kernel, which it runs
+           wherever the row fits), version 3 as ported: 1024 threads, the row in registers as
            16-byte vectors, max then sum of exp from registers, one block-wide merge
            (block_lse), dlogits from the registers. Versions 2 and 3 use the trainer's
            softmax_merge, block_lse and classifier_grad too.
@@ -197,12 +197,13 @@ __global__ void __launch_bounds__(CLS3_THREADS)
 
 static void run_version(int version, bf16* logits, float* losses, const int* targets, float dloss, int N, int V,
                         int Vp, int write_grad) {
-    if (version == 1 || version == 4) {  // the trainer's classifier(), old kernel or one pass
-        use_new_kernels(version == 1 ? 0 : KERNEL_CLASSIFIER);
+    if (version == 4) {  // the trainer's classifier(): the one-pass kernel at the sizes main() admits
         classifier(logits, losses, targets, dloss, N, V, Vp, write_grad);
         return;
     }
-    if (version == 2) {
+    if (version == 1) {  // the trainer's two-pass kernel, launched as classifier() launches it for long rows
+        classifier_kernel<<<N, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+    } else if (version == 2) {
         classifier_v2<<<N, CLS2_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
     } else {
         classifier_v3<<<N, CLS3_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);

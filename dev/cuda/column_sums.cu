@@ -7,15 +7,16 @@ train_gpt2.cu (column_grads): for up to three jobs at once, over the N rows of (
 
 Here: the three LayerNorm jobs of a SiameseNorm input side (fp32 dout, bf16 inputs with their row
 statistics, as siamese_input_backward hands them over) in one launch, then a linear layer's bias
-(bf16 dout, no weight) in another. Both versions are the trainer's own code (trainer.h includes
-train_gpt2.cu); they add in a fixed order, so each result is deterministic.
+(bf16 dout, no weight) in another. Both versions add in a fixed order, so each result is
+deterministic.
 
-version 1: the one-stage kernel (TRAIN_GPT2CU_KERNELS without colsum): one block of 32 x 32
-           threads per 32 columns walks all N rows, 32 apart, and adds its 32 partial sums per
-           column in order through shared memory: 24 blocks per job at C = 768.
-version 2: two stages (TRAIN_GPT2CU_KERNELS=colsum): the rows split into column_splits(N) chunks
-           (32 at N = 8192; the count depends on N only), stage 1 writes each chunk's sums,
-           stage 2 adds the chunks of each column in order: 768 blocks per job at C = 768.
+version 1: one stage: one block of 32 x 32 threads per 32 columns walks all N rows, 32 apart,
+           and adds its 32 partial sums per column in order through shared memory (the trainer's
+           column_tile_sums) straight into dw and db: 24 blocks per job at C = 768.
+version 2: the trainer's column_grads (its own code: trainer.h includes train_gpt2.cu): two
+           stages, the rows split into column_splits(N) chunks (32 at N = 8192; the count
+           depends on N only), stage 1 writes each chunk's sums, stage 2 adds the chunks of each
+           column in order: 768 blocks per job at C = 768.
 
 Checked against a CPU reference summing in double from random starting values of dw and db (the
 kernels add to them). GB/s against the bytes the jobs must read at the least: dout and inp of
@@ -43,6 +44,28 @@ static void column_sums_ref(double* dw, double* db, const float* dout, const flo
         }
     }
 }
+
+// ----------------------------------------------------------------------------
+// version 1: one stage, a block per 32 columns over all rows (the trainer's ColumnJobs and block sums)
+
+template <typename Td>
+__global__ void column_sums_v1(ColumnJobs<Td> jobs, int N, int C) {
+    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    float tw, tb;
+    if (column_tile_sums(j, C, 0, N, &tw, &tb)) {  // the trainer's block sums, over all rows
+        if (j.dw) { j.dw[c] += tw; }
+        j.db[c] += tb;
+    }
+}
+
+template <typename Td>
+static void column_sums_v1_launch(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
+    column_sums_v1<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), dim3(COLUMN_TILE, COLUMN_TILE)>>>(jobs, N, C);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
     int N = N_ROWS, C = CH;
@@ -81,8 +104,7 @@ int main(int argc, char** argv) {
     fill_uniform(grads0, ngrads * (size_t)C, -1.0f, 1.0f, &seed);
     float* d_grads0 = to_device_f32(grads0, ngrads * (size_t)C);
     float* d_grads = (float*)device_alloc(ngrads * (size_t)C * sizeof(float));
-    column_partials = (float*)device_alloc((size_t)LN_JOBS * 2 * COLUMN_MAX_SPLITS * C * sizeof(float));  // stage 1
-    column_partials_cols = C;
+    trainer_column_partials(C);  // version 2's stage 1
 
     // the CPU reference
     double* gd = (double*)host_alloc(ngrads * (size_t)C * sizeof(double));
@@ -101,9 +123,15 @@ int main(int argc, char** argv) {
     }
     ColumnJobs<floatX> bias_jobs = {};
     bias_jobs.job[0] = ColumnJob<floatX>{NULL, d_grads + 2 * LN_JOBS * C, d_bias_dout, NULL, NULL, NULL};
+    int v = 0;  // the version run() runs
     auto run = [&] {
-        column_grads(ln_jobs, LN_JOBS, N, C);
-        column_grads(bias_jobs, 1, N, C);
+        if (v == 1) {
+            column_sums_v1_launch(ln_jobs, LN_JOBS, N, C);
+            column_sums_v1_launch(bias_jobs, 1, N, C);
+        } else {
+            column_grads(ln_jobs, LN_JOBS, N, C);
+            column_grads(bias_jobs, 1, N, C);
+        }
     };
     auto reset = [&] {
         cudaCheck(cudaMemcpy(d_grads, d_grads0, ngrads * (size_t)C * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -113,10 +141,9 @@ int main(int argc, char** argv) {
     const float atol = fmaxf(1e-2f * N / N_ROWS, 1e-5f);
     double bytes = LN_JOBS * ((sizeof(float) + sizeof(bf16)) * (double)n + 2.0 * N * sizeof(float)) +
                    (double)n * sizeof(bf16) + 2.0 * ngrads * C * sizeof(float);
-    for (int v = 1; v <= 2; v++) {
+    for (v = 1; v <= 2; v++) {
         if (only && v != only) { continue; }
-        printf("version %d: %s\n", v, v == 1 ? "one stage" : "two stages (colsum)");
-        use_new_kernels(v == 1 ? 0 : KERNEL_COLSUM);
+        printf("version %d: %s\n", v, v == 1 ? "one stage" : "two stages (the trainer's column_grads)");
         reset();
         run();
         cudaCheck(cudaDeviceSynchronize());

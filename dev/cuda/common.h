@@ -187,6 +187,27 @@ static inline void check_close(const char* what, const float* ref, const float* 
     }
 }
 
+// the same bits: n elements of `size` bytes at the device pointers a and b (two versions' outputs
+// that must be bit-identical). Prints one line; on a difference names the first element that
+// differs and exits non-zero.
+static inline void check_identical(const char* what, const void* a, const void* b, size_t n, size_t size) {
+    unsigned char* ha = (unsigned char*)host_alloc(n * size);
+    unsigned char* hb = (unsigned char*)host_alloc(n * size);
+    cudaCheck(cudaMemcpy(ha, a, n * size, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, b, n * size, cudaMemcpyDeviceToHost));
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++) {
+        if (memcmp(ha + i * size, hb + i * size, size) != 0) { bad = i; }
+    }
+    free(ha);
+    free(hb);
+    printf("    %-8s bit-identical%s\n", what, bad < n ? ": NO  FAIL" : "");
+    if (bad < n) {
+        fprintf(stderr, "%s: element %zu of %zu differs between the two forms\n", what, bad, n);
+        exit(EXIT_FAILURE);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // timing. prep() runs before every repetition outside the timed region (restore inputs that the
 // kernel overwrites); the L2 cache is flushed too, so each repetition reads from HBM as in training.

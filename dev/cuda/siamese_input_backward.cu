@@ -10,35 +10,47 @@ with, per LN, LN_back(g; v) = rstd * (w g - mean(w g) - vhat * mean(w g vhat)), 
 and the parameter gradients of the three LNs summed over all rows:
     dw += sum_r g * vhat,  db += sum_r g      for (g, v) = (du, s), (ds, y), (da, x).
 x, y, s are bf16 (as stored by the forward pass); du, dx, dy and every gradient are fp32. dx holds
-dx_next on entry and dx on exit; dy holds dy_next on entry and dy on exit.
+dx_next on entry and dx on exit; dy holds dy_next on entry and dy on exit. dx and dy on exit are
+what the update of the sublayer before needs for its backward, the block-output gradient
 
-version 1: siamese.cuh as it is: one warp per row, scalar loads, ds and da written to two (N, C)
-           fp32 scratch tensors; then the column-sum kernel of train_gpt2.cu (32 x 32 threads per
-           32 columns, fixed-order sums through shared memory) for the three LNs, which reads
-           du, s, ds, y, da, x again.
+    dz_prev = dx / c_prev + dy         (bf16: the block's matmuls read it)
+
+which versions 1 and 3 also write (version 2 does not).
+
+version 1: two kernels and the column sums: the trainer's input backward without the update's
+           (siamese.cuh siamese_input_backward with dz_prev NULL: one warp per row, W elements per
+           access as row_width picks, dr and da written to two (N, C) fp32 scratch tensors, then
+           the trainer's two-stage column sums for the three LNs, which read du, s, dr, y, da, x
+           again), then the element-wise update backward (written here) reading dx and dy back
+           for dz_prev.
 version 2: one warp per row with the row in registers (128-bit loads: 8 bf16 or 2 x 4 fp32), every
            tensor read once and dx, dy written once, no scratch tensors. The parameter gradients
            are summed on the way: each warp adds its rows into its own slice of shared memory,
            a block adds its warps' slices in a fixed order into one partial row per block, and a
            second small kernel adds the partials of all blocks in a fixed order. The grid depends
            only on N (ROWS_PER_WARP rows per warp), so results are bitwise repeatable and do not
-           depend on the GPU model.
+           depend on the GPU model. No dz_prev yet.
+version 3: the trainer's (siamese.cuh siamese_input_backward with dz_prev; trainer.h includes
+           train_gpt2.cu): version 1 with the update's backward folded into the row kernel's last
+           loop, dz_prev written from dx and dy in registers. The same code on the same values as
+           version 1, so every output must be bit-identical to version 1's (checked: version 1
+           runs again beside it).
 
 Checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
 layernorm_backward_row; parameter gradients summed in double). GB/s against the bytes the job must
-move at the least: read du, dx_next, dy_next (fp32), x, y, s (bf16), the statistics; write dx, dy.
+move at the least: read du, dx_next, dy_next (fp32), x, y, s (bf16), the statistics; write dx, dy
+(and dz_prev, bf16, for versions 1 and 3).
 
-Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_backward.cu -o siamese_input_backward
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I. dev/cuda/siamese_input_backward.cu -o siamese_input_backward -lcublasLt -lcublas
                               ./siamese_input_backward [version] [N=rows] [C=channels]
 Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
 a GPU yet, so no timing.
 */
-#include "common.h"
+#include "trainer.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (C=)
 #define LN_EPS 1e-5f
-#define ROW_WARPS 8        // version 1: warps per block
 
 // parameters (bf16) and their gradients (fp32): (6, C) arrays in this order; statistics (6, N)
 enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
@@ -178,83 +190,12 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// version 1: siamese.cuh's row kernel, then train_gpt2.cu's column-sum kernel
+// version 1: the update's backward for the block output of the sublayer before, one thread per
+// element (siamese.cuh's siamese_update_dz), after the trainer's input backward
 
-__device__ __forceinline__ float ln_back_value(float dout, float x, float w, float mean, float rstd, float2 means) {
-    return (w * dout - means.x - (x - mean) * rstd * means.y) * rstd;
-}
-
-__global__ void input_backward_v1(float* dx, float* dy, float* ds_buf, float* da_buf, const float* du, const bf16* x,
-                                  const bf16* y, const bf16* s, const bf16* p, const float* st, int N, int C) {
-    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    size_t o = (size_t)r * C;
-    const bf16 *w = p + P_W * C, *yw = p + P_YW * C, *xw = p + P_XW * C;
-    float mu = st[S_MEAN * N + r], rs = st[S_RSTD * N + r];
-    float m1 = 0.0f, m2 = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float g = (float)w[i] * du[o + i];
-        m1 += g;
-        m2 += g * ((float)s[o + i] - mu) * rs;
-    }
-    float2 means = make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
-    for (int i = lane; i < C; i += 32) {
-        ds_buf[o + i] = ln_back_value(du[o + i], (float)s[o + i], (float)w[i], mu, rs, means);
-    }
-    float ymu = st[S_YMEAN * N + r], yrs = st[S_YRSTD * N + r], xmu = st[S_XMEAN * N + r], xrs = st[S_XRSTD * N + r];
-    float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float ds = ds_buf[o + i];
-        float da = ds + dx[o + i];
-        da_buf[o + i] = da;
-        float gy = (float)yw[i] * ds, gx = (float)xw[i] * da;
-        y1 += gy;
-        y2 += gy * ((float)y[o + i] - ymu) * yrs;
-        x1 += gx;
-        x2 += gx * ((float)x[o + i] - xmu) * xrs;
-    }
-    float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
-    float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
-    for (int i = lane; i < C; i += 32) {
-        dy[o + i] += ln_back_value(ds_buf[o + i], (float)y[o + i], (float)yw[i], ymu, yrs, ymeans);
-        dx[o + i] = ln_back_value(da_buf[o + i], (float)x[o + i], (float)xw[i], xmu, xrs, xmeans);
-    }
-}
-
-// dw[c] += sum_r dout[r][c] * vhat[r][c], db[c] += sum_r dout[r][c] for the job blockIdx.y
-typedef struct {
-    float *dw, *db;
-    const float* dout;
-    const bf16* inp;
-    const float *mean, *rstd;
-} ColumnJob;
-typedef struct {
-    ColumnJob job[3];
-} ColumnJobs;
-
-#define COLUMN_TILE 32
-
-__global__ void column_grads_v1(ColumnJobs jobs, int N, int C) {
-    const ColumnJob j = jobs.job[blockIdx.y];
-    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
-    float sw = 0.0f, sb = 0.0f;
-    if (c < C) {
-        for (int r = threadIdx.y; r < N; r += COLUMN_TILE) {
-            float d = j.dout[(size_t)r * C + c];
-            sb += d;
-            sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r];
-        }
-    }
-    __shared__ float part_w[COLUMN_TILE][COLUMN_TILE + 1], part_b[COLUMN_TILE][COLUMN_TILE + 1];
-    part_w[threadIdx.y][threadIdx.x] = sw;
-    part_b[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float tw = 0.0f, tb = 0.0f;
-        for (int k = 0; k < COLUMN_TILE; k++) { tw += part_w[k][threadIdx.x]; tb += part_b[k][threadIdx.x]; }
-        j.dw[c] += tw;
-        j.db[c] += tb;
-    }
+__global__ void update_backward(bf16* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { dz[i] = (bf16)siamese_update_dz(dx_next[i], dy_next[i], c); }
 }
 
 // ----------------------------------------------------------------------------
@@ -395,8 +336,8 @@ __global__ void reduce_partials_v2(float* grads, const float* partials, int nblo
 
 typedef struct {
     float *dx, *dy, *du, *dx0, *dy0, *grads, *st;
-    bf16 *x, *y, *s, *p;
-    float *ds_buf, *da_buf, *partials;  // scratch: version 1, version 2
+    bf16 *x, *y, *s, *p, *dz;
+    float *ds_buf, *da_buf, *partials;  // scratch: versions 1 and 3, version 2
 } Buffers;
 
 static int v2_blocks(int N) { return ceil_div(N, BW_WARPS * ROWS_PER_WARP); }
@@ -406,18 +347,27 @@ typedef void (*BackwardV2)(float*, float*, float*, const float*, const bf16*, co
 static const BackwardV2 backward_v2[VPL_MAX] = {input_backward_v2<1>, input_backward_v2<2>, input_backward_v2<3>,
                                                 input_backward_v2<4>};
 
-static void run_version(int version, const Buffers* b, int N, int C) {
+// the trainer's input backward (siamese.cuh) on these buffers; dz NULL: without the update's backward
+static void trainer_input_backward(const Buffers* b, bf16* dz, float c_prev, int N, int C) {
+    float* g = b->grads;
+    bf16* p = b->p;
+    float* st = b->st;
+    SiameseNormGrads grads = {g + P_XW * C, g + P_XB * C, g + P_YW * C, g + P_YB * C, g + P_W * C, g + P_B * C};
+    SiameseNorms norms = {p + P_XW * C, p + P_XB * C, p + P_YW * C, p + P_YB * C, p + P_W * C, p + P_B * C};
+    SiameseStats stats = {st + S_XMEAN * N, st + S_XRSTD * N, st + S_YMEAN * N, st + S_YRSTD * N, st + S_MEAN * N,
+                          st + S_RSTD * N};
+    siamese_input_backward(b->dx, b->dy, b->ds_buf, b->da_buf, dz, c_prev, b->du, grads, norms, stats, b->x, b->y, b->s,
+                           N, C);
+}
+
+static void run_version(int version, const Buffers* b, float c_prev, int N, int C) {
     if (version == 1) {
-        input_backward_v1<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->dx, b->dy, b->ds_buf, b->da_buf, b->du, b->x,
-                                                                     b->y, b->s, b->p, b->st, N, C);
+        trainer_input_backward(b, NULL, c_prev, N, C);
+        size_t n = (size_t)N * C;
+        update_backward<<<ceil_div((long)n, 256), 256>>>(b->dz, b->dx, b->dy, c_prev, n);
         cudaCheckLaunch();
-        ColumnJobs jobs;
-        float* g = b->grads;
-        jobs.job[0] = ColumnJob{g + P_W * C, g + P_B * C, b->du, b->s, b->st + S_MEAN * N, b->st + S_RSTD * N};
-        jobs.job[1] = ColumnJob{g + P_YW * C, g + P_YB * C, b->ds_buf, b->y, b->st + S_YMEAN * N, b->st + S_YRSTD * N};
-        jobs.job[2] = ColumnJob{g + P_XW * C, g + P_XB * C, b->da_buf, b->x, b->st + S_XMEAN * N, b->st + S_XRSTD * N};
-        column_grads_v1<<<dim3(ceil_div(C, COLUMN_TILE), 3), dim3(COLUMN_TILE, COLUMN_TILE)>>>(jobs, N, C);
-        cudaCheckLaunch();
+    } else if (version == 3) {
+        trainer_input_backward(b, b->dz, c_prev, N, C);
     } else {
         int nb = v2_blocks(N);
         BackwardV2 kernel = backward_v2[vectors_per_lane(C) - 1];
@@ -440,13 +390,14 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, C = CH;
     const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
-    int only = parse_args(argc, argv, 2, sizes, 2);
-    if (only != 1 && (C % 8 != 0 || C > 256 * VPL_MAX)) {
-        size_error(argv[0], "version 2 needs C a multiple of 8 up to 1024 (version 1 takes any C)");
+    int only = parse_args(argc, argv, 3, sizes, 2);
+    if ((only == 0 || only == 2) && (C % 8 != 0 || C > 256 * VPL_MAX)) {
+        size_error(argv[0], "version 2 needs C a multiple of 8 up to 1024 (versions 1 and 3 take any C)");
     }
     size_t n = (size_t)N * C;
+    const float c_prev = sqrtf(2.0f * 3);  // the scale of the sublayer before: layer 2's c_l
     print_device();
-    printf("siamese_input_backward: N = %d rows, C = %d\n", N, C);
+    printf("siamese_input_backward: N = %d rows, C = %d, c_prev = %.4f\n", N, C, c_prev);
 
     // inputs: x, y, s with non-zero means, their statistics, LN parameters near (1, 0), gradients
     uint64_t seed = 7;
@@ -483,7 +434,16 @@ int main(int argc, char** argv) {
     b.ds_buf = (float*)device_alloc(n * sizeof(float));
     b.da_buf = (float*)device_alloc(n * sizeof(float));
     b.partials = (float*)device_alloc((size_t)v2_blocks(N) * NUM_P * C * sizeof(float));
-    if (only != 1) {
+    b.dz = (bf16*)device_alloc(n * sizeof(bf16));
+    trainer_column_partials(C);
+    Buffers b1 = b;  // the same inputs, outputs and scratch of their own: version 1 beside version 3
+    b1.dx = (float*)device_alloc(n * sizeof(float));
+    b1.dy = (float*)device_alloc(n * sizeof(float));
+    b1.grads = (float*)device_alloc(NUM_P * C * sizeof(float));
+    b1.ds_buf = (float*)device_alloc(n * sizeof(float));
+    b1.da_buf = (float*)device_alloc(n * sizeof(float));
+    b1.dz = (bf16*)device_alloc(n * sizeof(bf16));
+    if (only == 0 || only == 2) {
         cudaCheck(cudaFuncSetAttribute((const void*)backward_v2[vectors_per_lane(C) - 1], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)v2_smem(C)));
     }
@@ -493,16 +453,19 @@ int main(int argc, char** argv) {
     input_backward_ref(dx, dy, gd, du, x, y, s, p, st, N, C);
     float* ref_g = (float*)host_alloc(NUM_P * C * sizeof(float));
     for (int i = 0; i < NUM_P * C; i++) { ref_g[i] = (float)gd[i]; }
+    float* ref_dz = (float*)host_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { ref_dz[i] = bf16_round(dx[i] / c_prev + dy[i]); }
     float* got = (float*)host_alloc((n > NUM_P * (size_t)C ? n : NUM_P * (size_t)C) * sizeof(float));  // dx, dy or dparams
 
     // the parameter gradients sum N rows: the absolute tolerance (1e-2 at 8192 rows) scales with N
     const float dparams_atol = fmaxf(1e-2f * N / N_ROWS, 1e-5f);
     double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(float);
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         reset(&b, N, C);
-        run_version(v, &b, N, C);
+        cudaCheck(cudaMemset(b.dz, 0, n * sizeof(bf16)));
+        run_version(v, &b, c_prev, N, C);
         cudaCheck(cudaDeviceSynchronize());
         from_device_f32(got, b.dx, n);
         check_close("dx", dx, got, n, 1e-4f, 1e-3f);
@@ -510,10 +473,26 @@ int main(int argc, char** argv) {
         check_close("dy", dy, got, n, 1e-4f, 1e-3f);
         from_device_f32(got, b.grads, NUM_P * C);
         check_close("dparams", ref_g, got, NUM_P * C, dparams_atol, 1e-3f);
+        if (v != 2) {  // dz_prev: one bf16 rounding of a sum of the two (checked above)
+            from_device_bf16(got, b.dz, n);
+            check_close("dz_prev", ref_dz, got, n, 1e-4f, 8e-3f);
+        }
+        if (v == 3) {  // the folded form against the row kernel plus update kernel, bit for bit
+            reset(&b1, N, C);
+            cudaCheck(cudaMemset(b1.dz, 0, n * sizeof(bf16)));
+            run_version(1, &b1, c_prev, N, C);
+            cudaCheck(cudaDeviceSynchronize());
+            printf("  against version 1:\n");
+            check_identical("dx", b1.dx, b.dx, n, sizeof(float));
+            check_identical("dy", b1.dy, b.dy, n, sizeof(float));
+            check_identical("dparams", b1.grads, b.grads, NUM_P * C, sizeof(float));
+            check_identical("dz_prev", b1.dz, b.dz, n, sizeof(bf16));
+        }
         char label[64];
         snprintf(label, sizeof label, "  v%d backward + LN param grads", v);
         if (!timing_skipped(label)) {
-            print_timing(label, time_ms([&] { run_version(v, &b, N, C); }, [&] { reset(&b, N, C); }), bytes);
+            print_timing(label, time_ms([&] { run_version(v, &b, c_prev, N, C); }, [&] { reset(&b, N, C); }),
+                         bytes + (v != 2 ? n * sizeof(bf16) : 0));
         }
     }
     printf("all checked versions match the CPU reference\n");

@@ -6,10 +6,12 @@ siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (se
 
 with bf16 tensors (N, C) and the six fp32 statistics (mean, rstd of x, y and s) saved per row.
 
-version 1: siamese.cuh as it is: the element-wise update kernel, then one warp per row walking
-           the row with scalar bf16 loads: two passes over x and over y for their statistics, a
-           third for a and s, two more over s (re-read from L1/L2) for its statistics and u.
-version 2: the same two kernels, the input side rewritten: one warp per row holds the whole row
+version 1: two kernels: the element-wise update kernel (written here, W elements per thread as
+           row_width picks: 16-byte vectors where C % 8 == 0, else scalar), then the trainer's
+           input side (siamese.cuh siamese_input_forward: one warp per row, two passes over x
+           and over y for their statistics, a third for a and s, two more over s, re-read from
+           L1/L2, for its statistics and u).
+version 2: the same update kernel, the input side rewritten: one warp per row holds the whole row
            in registers (128-bit loads of 8 bf16), so x and y are read from memory exactly once
            and s is never re-read; the statistics stay two-pass (mean, then the squares around it)
            but over registers, so they cost shuffles, not memory traffic.
@@ -17,6 +19,11 @@ version 3: version 2 with the update side folded in: the kernel reads a_prev, y_
            forms x and y in registers (rounded to bf16 exactly as they are stored, since the
            backward pass recomputes x-hat from the stored x), writes them once, and goes on.
            Saves the write+read round trip of x and y between the two kernels.
+version 4: the trainer's (siamese.cuh siamese_update_input_forward; trainer.h includes
+           train_gpt2.cu): version 1 with the update folded into the input side's row kernel, one
+           launch, x and y read back by the warp that wrote them. The same code on the same
+           values as version 1, so every output must be bit-identical to version 1's (checked:
+           version 1 runs again beside it).
 
 Every version is checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
 layernorm_row), which rounds to bf16 only where the GPU stores a tensor that is read again (x,
@@ -24,17 +31,16 @@ y, s). Timing: the whole boundary (update + input) for every version, and the in
 for versions 1 and 2. GB/s is counted against the bytes the job must move at the least: read
 a_prev, y_prev, z; write x, y, a, s, u (bf16) and the statistics.
 
-Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 siamese_input_forward.cu -o siamese_input_forward
+Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I. dev/cuda/siamese_input_forward.cu -o siamese_input_forward -lcublasLt -lcublas
                               ./siamese_input_forward [version] [N=rows] [C=channels]
 Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
 a GPU yet, so no timing.
 */
-#include "common.h"
+#include "trainer.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (GPT-2 124M; C=)
 #define LN_EPS 1e-5f
-#define ROW_WARPS 8        // warps per block of a row kernel
 
 // the parameters, one (6, C) array: xw, xb (LN of X), yw, yb (LN of Y), w, b (the block-input LN)
 enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
@@ -119,59 +125,19 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// version 1: siamese.cuh (the update kernel is shared by versions 1 and 2)
+// versions 1 and 2: the element-wise update x_next = a + z / c, y_next = y + z (siamese.cuh's
+// siamese_update_value), W elements per thread (train_gpt2.cu, Pack)
 
-__global__ void update_forward_v1(bf16* x_next, bf16* y_next, const bf16* a, const bf16* y, const bf16* z, float c,
-                                  size_t n) {
+template <int W>
+__global__ void update_forward(bf16* x_next, bf16* y_next, const bf16* a, const bf16* y, const bf16* z, float c,
+                               size_t npack) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) { return; }
-    float zi = (float)z[i];
-    x_next[i] = (bf16)((float)a[i] + zi / c);
-    y_next[i] = (bf16)((float)y[i] + zi);
-}
-
-__device__ float2 ln_row_stats_v1(const bf16* x, int C, int lane) {
-    float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) { sum += (float)x[i]; }
-    float mean = warp_sum(sum) / C;
-    float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = (float)x[i] - mean; sq += d * d; }
-    return make_float2(mean, rsqrtf(warp_sum(sq) / C + LN_EPS));
-}
-
-__global__ void input_forward_v1(bf16* a_out, bf16* s_out, bf16* u_out, float* st, const bf16* x, const bf16* y,
-                                 const bf16* p, int N, int C) {
-    int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    size_t o = (size_t)r * C;
-    const bf16 *xw = p + P_XW * C, *xb = p + P_XB * C, *yw = p + P_YW * C, *yb = p + P_YB * C;
-    const bf16 *w = p + P_W * C, *b = p + P_B * C;
-    float2 sx = ln_row_stats_v1(x + o, C, lane);
-    float2 sy = ln_row_stats_v1(y + o, C, lane);
-    bf16* s = s_out + o;
-    float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float a = ((float)x[o + i] - sx.x) * sx.y * (float)xw[i] + (float)xb[i];
-        float ly = ((float)y[o + i] - sy.x) * sy.y * (float)yw[i] + (float)yb[i];
-        a_out[o + i] = (bf16)a;
-        bf16 sv = (bf16)(a + ly);
-        s[i] = sv;
-        sum += (float)sv;
-    }
-    float mean = warp_sum(sum) / C;
-    float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) { float d = (float)s[i] - mean; sq += d * d; }
-    float rstd = rsqrtf(warp_sum(sq) / C + LN_EPS);
-    bf16* u = u_out + o;
-    for (int i = lane; i < C; i += 32) { u[i] = (bf16)(((float)s[i] - mean) * rstd * (float)w[i] + (float)b[i]); }
-    if (lane == 0) {
-        st[S_XMEAN * N + r] = sx.x;
-        st[S_XRSTD * N + r] = sx.y;
-        st[S_YMEAN * N + r] = sy.x;
-        st[S_YRSTD * N + r] = sy.y;
-        st[S_MEAN * N + r] = mean;
-        st[S_RSTD * N + r] = rstd;
-    }
+    if (i >= npack) { return; }
+    size_t o = i * W;
+    Pack<bf16, W> av = load_pack<W>(a + o), yv = load_pack<W>(y + o), zv = load_pack<W>(z + o), xn, yn;
+    for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
+    store_pack<W>(x_next + o, xn);
+    store_pack<W>(y_next + o, yn);
 }
 
 // ----------------------------------------------------------------------------
@@ -308,10 +274,27 @@ typedef struct {
     float* st;
 } Buffers;
 
+// the update kernel at the width the trainer's row_width picks for these tensors
 static void run_update(const Buffers* b, float c, int N, int C) {
     size_t n = (size_t)N * C;
-    update_forward_v1<<<ceil_div((long)n, 256), 256>>>(b->x, b->y, b->a_prev, b->y_prev, b->z, c, n);
+    const void* tensors[] = {b->x, b->y, b->a_prev, b->y_prev, b->z};
+    int w = row_width(n, tensors, 5);
+    auto kernel = w == VEC_X ? update_forward<VEC_X> : update_forward<1>;
+    kernel<<<ceil_div((long)(n / w), 256), 256>>>(b->x, b->y, b->a_prev, b->y_prev, b->z, c, n / w);
     cudaCheckLaunch();
+}
+
+// the trainer's views of the parameters and statistics (siamese.cuh)
+static SiameseNorms trainer_norms(const Buffers* b, int C) {
+    bf16* p = b->p;
+    SiameseNorms q = {p + P_XW * C, p + P_XB * C, p + P_YW * C, p + P_YB * C, p + P_W * C, p + P_B * C};
+    return q;
+}
+static SiameseStats trainer_stats(const Buffers* b, int N) {
+    float* st = b->st;
+    SiameseStats q = {st + S_XMEAN * N, st + S_XRSTD * N, st + S_YMEAN * N, st + S_YRSTD * N, st + S_MEAN * N,
+                      st + S_RSTD * N};
+    return q;
 }
 
 // the instantiations of versions 2 and 3, by vectors per lane
@@ -323,17 +306,20 @@ static const BoundaryV3 boundary_v3[VPL_MAX] = {boundary_forward_v3<1>, boundary
                                                 boundary_forward_v3<4>};
 
 static void run_input(int version, const Buffers* b, int N, int C) {
-    if (version == 1) {
-        input_forward_v1<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
-    } else {
-        InputV2 kernel = input_v2[vectors_per_lane(C) - 1];
-        kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
+    if (version == 1) {  // the trainer's input side
+        siamese_input_forward(b->a, b->s, b->u, trainer_stats(b, N), b->x, b->y, trainer_norms(b, C), N, C);
+        return;
     }
+    InputV2 kernel = input_v2[vectors_per_lane(C) - 1];
+    kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
     cudaCheckLaunch();
 }
 
 static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
-    if (version == 3) {
+    if (version == 4) {  // the trainer's folded kernel
+        siamese_update_input_forward(b->x, b->y, b->a_prev, b->y_prev, b->z, c, b->a, b->s, b->u, trainer_stats(b, N),
+                                     trainer_norms(b, C), N, C);
+    } else if (version == 3) {
         BoundaryV3 kernel = boundary_v3[vectors_per_lane(C) - 1];
         kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->x, b->y, b->a, b->s, b->u, b->st, b->a_prev, b->y_prev, b->z, c,
                                                            b->p, N, C);
@@ -348,9 +334,9 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, C = CH;
     const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
-    int only = parse_args(argc, argv, 3, sizes, 2);
-    if (only != 1 && (C % 8 != 0 || C > 256 * VPL_MAX)) {
-        size_error(argv[0], "versions 2 and 3 need C a multiple of 8 up to 1024 (version 1 takes any C)");
+    int only = parse_args(argc, argv, 4, sizes, 2);
+    if ((only == 0 || only == 2 || only == 3) && (C % 8 != 0 || C > 256 * VPL_MAX)) {
+        size_error(argv[0], "versions 2 and 3 need C a multiple of 8 up to 1024 (versions 1 and 4 take any C)");
     }
     const int layer = 3;
     const float c = sqrtf(2.0f * (layer + 1));
@@ -376,6 +362,10 @@ int main(int argc, char** argv) {
     bf16** outs[5] = {&b.x, &b.y, &b.a, &b.s, &b.u};
     for (int k = 0; k < 5; k++) { *outs[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
     b.st = (float*)device_alloc(NUM_S * N * sizeof(float));
+    Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside version 4
+    bf16** outs1[5] = {&b1.x, &b1.y, &b1.a, &b1.s, &b1.u};
+    for (int k = 0; k < 5; k++) { *outs1[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
+    b1.st = (float*)device_alloc(NUM_S * N * sizeof(float));
 
     // the CPU reference
     float* ref[5];
@@ -389,18 +379,26 @@ int main(int argc, char** argv) {
     double bf = sizeof(bf16) * (double)n, stats = NUM_S * (double)N * sizeof(float);
     double bytes_boundary = 8 * bf + stats, bytes_input = 5 * bf + stats;
 
-    for (int v = 1; v <= 3; v++) {
+    for (int v = 1; v <= 4; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs[k], 0, n * sizeof(bf16))); }
         run_boundary(v, &b, c, N, C);
         cudaCheck(cudaDeviceSynchronize());
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 5; k++) {  // x and y exactly: the same fp32 operations, one bf16 rounding
             from_device_bf16(got, *outs[k], n);
-            check_close(names[k], ref[k], got, n, 2e-2f, 1e-2f);
+            check_close(names[k], ref[k], got, n, k < 2 ? 0.0f : 2e-2f, k < 2 ? 0.0f : 1e-2f);
         }
         from_device_f32(got, b.st, NUM_S * N);
         check_close("stats", ref_st, got, NUM_S * N, 1e-3f, 1e-3f);
+        if (v == 4) {  // the folded kernel against the two kernels it replaces, bit for bit
+            for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs1[k], 0, n * sizeof(bf16))); }
+            run_boundary(1, &b1, c, N, C);
+            cudaCheck(cudaDeviceSynchronize());
+            printf("  against version 1:\n");
+            for (int k = 0; k < 5; k++) { check_identical(names[k], *outs1[k], *outs[k], n, sizeof(bf16)); }
+            check_identical("stats", b1.st, b.st, NUM_S * N, sizeof(float));
+        }
         char label[64];
         snprintf(label, sizeof label, "  v%d update + input side", v);
         if (!timing_skipped(label)) {

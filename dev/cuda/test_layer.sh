@@ -5,6 +5,8 @@
 # idle, vocabularies and sequences that end inside a vector or a tile. Every version of every
 # program must match its CPU reference, under a reversed and a shuffled thread order (a missing
 # barrier shows under one or the other); each program's `ref` check of the reference runs too.
+# The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
+# (siamese_input_forward version 4 against 1, siamese_input_backward 3 against 1).
 # Timing is skipped there (the programs say so): it waits for a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,11 +44,13 @@ ref() {
 
 for p in siamese_input_forward siamese_input_backward classifier attention_forward vec_kernels; do ref $p; done
 
-run siamese_input_forward 3 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
-run siamese_input_forward 3 N=9 C=72    # 9 vectors: 23 lanes hold none
-run siamese_input_forward 1 1 N=5 C=50  # version 1 takes any C
-run siamese_input_backward 2 N=37 C=264  # version 2: a second, partial block of rows
+run siamese_input_forward 4 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
+run siamese_input_forward 4 N=9 C=72    # 9 vectors: 23 lanes hold none
+run siamese_input_forward 1 1 N=5 C=50  # versions 1 and 4 take any C (scalar width)
+run siamese_input_forward 1 4 N=5 C=50  # the folded kernel bit-identical to version 1 at that width too
+run siamese_input_backward 3 N=37 C=264  # version 2: a second, partial block of rows
 run siamese_input_backward 1 1 N=3 C=50
+run siamese_input_backward 1 3 N=3 C=50
 run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
 run classifier 1 1 N=3 V=77 Vp=77
 run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64

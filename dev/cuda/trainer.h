@@ -1,15 +1,15 @@
 /*
 dev/cuda/trainer.h: the CUDA trainer's own kernels, for the experiments that check and time them
-beside their old versions (column_sums.cu, vec_kernels.cu, classifier.cu). train_gpt2.cu is
-included whole, as test_gpt2.cu includes it (TESTING leaves out its main), in the bf16 build;
-its helpers (cudaCheck, ceil_div, warp_sum, ...) then stand in for common.h's own.
+beside other versions (siamese_input_forward.cu, siamese_input_backward.cu, classifier.cu,
+column_sums.cu, vec_kernels.cu). train_gpt2.cu is included whole, as test_gpt2.cu includes it
+(TESTING leaves out its main), in the bf16 build; its helpers (cudaCheck, ceil_div, warp_sum, ...)
+then stand in for common.h's own.
 
-A program picks the trainer's path as TRAIN_GPT2CU_KERNELS would, by setting new_kernels (the
-trainer's bit set of KERNEL_COLSUM, KERNEL_VEC, KERNEL_CLASSIFIER, ...; 0: the old kernels), and
-calls the trainer's host function (column_grads, layernorm_forward, ...), which launches the kernel
-exactly as a training step does. Where a new kernel needs aligned rows or a whole number of
-16-byte vectors (vec_fits), the program checks that first, so the version it names is the one
-that runs.
+A version that IS the trainer's calls the trainer's host function (column_grads,
+layernorm_forward, siamese_update_input_forward, classifier, ...), which picks its kernel and
+launches it exactly as a training step does. Where that choice depends on the shape (a 16-byte
+width where the rows allow it, row_width; the one-pass classifier where the row fits), the
+program checks the shape first, so the version it names is the one that runs.
 */
 #ifndef DEV_CUDA_TRAINER_H
 #define DEV_CUDA_TRAINER_H
@@ -22,7 +22,11 @@ that runs.
 #define DEV_CUDA_TRAINER
 #include "common.h"
 
-// sets the trainer's kernel choice (what TRAIN_GPT2CU_KERNELS sets): 0 the old paths, or KERNEL_* bits
-static inline void use_new_kernels(int bits) { new_kernels = bits; }
+// the scratch of the trainer's two-stage column sums (column_grads) for up to C columns, which
+// gpt2_allocate sets up in the trainer
+static inline void trainer_column_partials(int C) {
+    column_partials = (float*)device_alloc((size_t)3 * 2 * COLUMN_MAX_SPLITS * C * sizeof(float));
+    column_partials_cols = C;
+}
 
 #endif  // DEV_CUDA_TRAINER_H

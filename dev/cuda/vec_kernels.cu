@@ -1,29 +1,28 @@
 /*
-vec_kernels: the trainer's kernels with 16-byte loads and stores (TRAIN_GPT2CU_KERNELS=vec) beside
-the scalar ones they would replace, all memory-bound:
+vec_kernels: the trainer's element-wise and row kernels at their two widths (train_gpt2.cu, Pack
+and row_width), scalar and with 16-byte loads and stores, all memory-bound:
 
     LayerNorm forward    out = (x - mean) * rstd * w + b per row of C, saving mean and rstd
                          (train_gpt2.cu layernorm_forward: layernorm_forward_kernel<1> / <VEC_X>)
-    SiameseNorm update   x_next = a + z / c, y_next = y + z element-wise
-                         (siamese.cuh siamese_update_forward: siamese_update_forward_kernel<1> / <VEC_X>)
     GELU forward         out = GELU(inp), tanh approximation
                          (train_gpt2.cu gelu_apply, backward 0: gelu_kernel<1> / <VEC_X>)
     GELU backward        d = d * GELU'(inp), in place
                          (gelu_apply, backward 1: the same gelu_kernel<1> / <VEC_X>)
 
-version 1: the scalar kernels (one element per thread; LayerNorm: one warp per row, lane i at
-           columns i, i + 32, ...).
-version 2: the vec kernels: one 16-byte vector of 8 bf16 per load and store (LayerNorm: lane i
-           at vectors i, i + 32, ...). They need C (LayerNorm) and the element counts to be
+version 1: the scalar width, W = 1 (one element per thread; LayerNorm: one warp per row, lane i
+           at columns i, i + 32, ...): what the trainer runs where C is not a multiple of 8 or a
+           tensor is not 16-byte aligned. Launched here as the trainer's host functions launch it.
+version 2: the trainer's host functions (layernorm_forward, gelu_apply), which take W = VEC_X at
+           these sizes: one 16-byte vector of 8 bf16 per load and store (LayerNorm: lane i at
+           vectors i, i + 32, ...). They need C (LayerNorm) and the element counts to be
            multiples of 8 and 16-byte aligned tensors; the program refuses sizes where the trainer
-           would fall back to version 1.
-Both are the trainer's own code (trainer.h includes train_gpt2.cu), launched through its host
-functions with the kernel choice set as TRAIN_GPT2CU_KERNELS sets it.
+           would take version 1.
+Both are the trainer's own kernels (trainer.h includes train_gpt2.cu). The SiameseNorm update at
+the two widths is in siamese_input_forward.cu (version 1, the element-wise update kernel).
 
-Checked against a CPU reference from the formulas (train_gpt2.c's layernorm_forward, the update of
-dev/MODEL.md, gelu in double). The update is exact (the same fp32 operations, one bf16 rounding);
-the others differ from the reference by one bf16 rounding of the output and fp32 arithmetic.
-Timing per kernel; GB/s against the bytes it must move (bf16 tensors read and written, stats).
+Checked against a CPU reference from the formulas (train_gpt2.c's layernorm_forward, gelu in
+double): they differ from it by one bf16 rounding of the output and fp32 arithmetic. Timing per
+kernel; GB/s against the bytes it must move (bf16 tensors read and written, stats).
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I. dev/cuda/vec_kernels.cu -o vec_kernels -lcublasLt -lcublas
                               ./vec_kernels [version] [N=rows] [C=channels]   (element-wise: N * C elements)
@@ -110,23 +109,18 @@ int main(int argc, char** argv) {
     if (only != 1 && C % VEC_X != 0) { size_error(argv[0], "version 2 needs C a multiple of 8 (version 1 takes any C)"); }
     print_device();
     size_t n = (size_t)N * C;
-    const float c = sqrtf(2.0f * 4);  // the update's c_l at layer 3
-    printf("vec_kernels: N = %d rows, C = %d (LayerNorm), %zu elements (update, GELU), c = %.4f\n", N, C, n, c);
+    printf("vec_kernels: N = %d rows, C = %d (LayerNorm), %zu elements (GELU)\n", N, C, n);
 
     uint64_t seed = 77;
     float *x = (float*)host_alloc(n * sizeof(float)), *p = (float*)host_alloc(2 * (size_t)C * sizeof(float));
-    float *a = (float*)host_alloc(n * sizeof(float)), *y = (float*)host_alloc(n * sizeof(float));
     float *z = (float*)host_alloc(n * sizeof(float)), *d = (float*)host_alloc(n * sizeof(float));
     fill_uniform(x, n, -2.0f, 3.0f, &seed);  // a non-zero mean
     fill_ln_params(p, 1, C, &seed);
-    fill_uniform(a, n, -4.0f, 4.0f, &seed);
-    fill_uniform(y, n, -8.0f, 8.0f, &seed);
-    fill_uniform(z, n, -5.0f, 5.0f, &seed);  // also the GELU input: both tails and the bend
+    fill_uniform(z, n, -5.0f, 5.0f, &seed);  // the GELU input: both tails and the bend
     fill_uniform(d, n, -1.0f, 1.0f, &seed);
     bf16 *d_x = to_device_bf16(x, n), *d_p = to_device_bf16(p, 2 * (size_t)C);  // round the host copies too
-    bf16 *d_a = to_device_bf16(a, n), *d_y = to_device_bf16(y, n), *d_z = to_device_bf16(z, n);
-    bf16* d_d0 = to_device_bf16(d, n);
-    bf16 *d_out = (bf16*)device_alloc(n * sizeof(bf16)), *d_out2 = (bf16*)device_alloc(n * sizeof(bf16));
+    bf16 *d_z = to_device_bf16(z, n), *d_d0 = to_device_bf16(d, n);
+    bf16* d_out = (bf16*)device_alloc(n * sizeof(bf16));
     float *d_mean = (float*)device_alloc(N * sizeof(float)), *d_rstd = (float*)device_alloc(N * sizeof(float));
     const bf16 *d_w = d_p, *d_b = d_p + C;
 
@@ -134,11 +128,8 @@ int main(int argc, char** argv) {
     float *ln = (float*)host_alloc(n * sizeof(float)), *mean = (float*)host_alloc(N * sizeof(float));
     float* rstd = (float*)host_alloc(N * sizeof(float));
     layernorm_ref(ln, mean, rstd, x, p, p + C, N, C);
-    float *xn = (float*)host_alloc(n * sizeof(float)), *yn = (float*)host_alloc(n * sizeof(float));
     float *gf = (float*)host_alloc(n * sizeof(float)), *gb = (float*)host_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
-        xn[i] = bf16_round(a[i] + z[i] / c);
-        yn[i] = bf16_round(y[i] + z[i]);
         gf[i] = (float)gelu_ref(z[i]);
         gb[i] = (float)(d[i] * gelu_slope_ref(z[i]));
     }
@@ -148,15 +139,20 @@ int main(int argc, char** argv) {
     double bf = (double)n * sizeof(bf16);
     for (int v = 1; v <= 2; v++) {
         if (only && v != only) { continue; }
-        printf("version %d: %s\n", v, v == 1 ? "scalar loads" : "16-byte loads (vec)");
-        use_new_kernels(v == 1 ? 0 : KERNEL_VEC);
-        if (v == 2 && !(vec_fits(d_x, n) && vec_fits(d_out, n) && vec_fits(d_out2, n) && vec_fits(d_a, n) &&
-                        vec_fits(d_y, n) && vec_fits(d_z, n) && vec_fits(d_w, C) && vec_fits(d_b, C))) {
+        printf("version %d: %s\n", v, v == 1 ? "scalar loads (W = 1)" : "16-byte loads (W = VEC_X, the trainer's choice here)");
+        if (v == 2 && !(vec_fits(d_x, n) && vec_fits(d_out, n) && vec_fits(d_z, n) && vec_fits(d_w, C) && vec_fits(d_b, C))) {
             size_error(argv[0], "version 2: a tensor is not 16-byte aligned (the trainer would take version 1)");
         }
         char label[64];
         // LayerNorm forward
-        auto run_ln = [&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C); };
+        auto run_ln = [&] {
+            if (v == 1) {
+                layernorm_forward_kernel<1><<<row_blocks(N), ROW_WARPS * 32>>>(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
+                cudaCheckLaunch();
+            } else {
+                layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C);
+            }
+        };
         run_ln();
         cudaCheck(cudaDeviceSynchronize());
         from_device_bf16(got, d_out, n);
@@ -167,18 +163,16 @@ int main(int argc, char** argv) {
         check_close("ln rstd", rstd, got, N, 1e-5f, 1e-4f);
         snprintf(label, sizeof label, "  v%d LayerNorm forward", v);
         if (!timing_skipped(label)) { print_timing(label, time_ms(run_ln, no_prep), 2 * bf + 2.0 * N * sizeof(float)); }
-        // SiameseNorm update
-        auto run_update = [&] { siamese_update_forward(d_out, d_out2, d_a, d_y, d_z, c, n); };
-        run_update();
-        cudaCheck(cudaDeviceSynchronize());
-        from_device_bf16(got, d_out, n);
-        check_close("x_next", xn, got, n, 0.0f, 0.0f);
-        from_device_bf16(got, d_out2, n);
-        check_close("y_next", yn, got, n, 0.0f, 0.0f);
-        snprintf(label, sizeof label, "  v%d SiameseNorm update", v);
-        if (!timing_skipped(label)) { print_timing(label, time_ms(run_update, no_prep), 5 * bf); }
         // GELU forward, then backward in place over d
-        auto run_gelu = [&] { gelu_apply(d_out, d_z, n, 0); };
+        auto gelu = [&](int backward) {
+            if (v == 1) {
+                gelu_kernel<1><<<ceil_div((long)n, 256), 256>>>(d_out, d_z, n, backward);
+                cudaCheckLaunch();
+            } else {
+                gelu_apply(d_out, d_z, n, backward);
+            }
+        };
+        auto run_gelu = [&] { gelu(0); };
         run_gelu();
         cudaCheck(cudaDeviceSynchronize());
         from_device_bf16(got, d_out, n);
@@ -186,7 +180,7 @@ int main(int argc, char** argv) {
         // the fp32 cancellation of 1 + tanh(u) for large negative inputs (atol)
         snprintf(label, sizeof label, "  v%d GELU forward", v);
         if (!timing_skipped(label)) { print_timing(label, time_ms(run_gelu, no_prep), 2 * bf); }
-        auto run_dgelu = [&] { gelu_apply(d_out, d_z, n, 1); };
+        auto run_dgelu = [&] { gelu(1); };
         restore_d();
         run_dgelu();
         cudaCheck(cudaDeviceSynchronize());

@@ -46,6 +46,12 @@ tests/bin/train_gpt2cu_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADE
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) $(CUDACPU_MPI_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm $(MPI_LDLIBS)
 tests/bin/train_gpt2cu_fp32_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) .mpi_flags
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) $(CUDACPU_MPI_FLAGS) -DENABLE_FP32 -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm $(MPI_LDLIBS)
+# the BF16 trainer on common/dist.h's NCCL path (USE_NCCL), where tests/fake_nccl/nccl.h, found
+# before the real nccl.h, checks each NCCL call and carries it out with MPI (needs MPI=1)
+tests/bin/train_gpt2cu_fakenccl_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) \
+		tests/fake_nccl/nccl.h .mpi_flags
+	$(CUDACPU_CXX) -Itests/fake_nccl $(CUDACPU_KERNEL_FLAGS) $(CUDACPU_MPI_FLAGS) -DUSE_NCCL -x c++ $< -x none \
+		$(CUDACPU_OBJS) -o $@ -lm $(MPI_LDLIBS)
 
 # the layer's own WMMA check (plain CUDA: it builds with nvcc as well)
 tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)

@@ -904,21 +904,42 @@ cudaError_t cudaGetLastError(void) {
 
 cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
+// CUDACPU_DEVICES=N (1 to 64, default 1): the layer shows N alike devices. They share the host's
+// memory; what differs is only the number cudaGetDevice returns (a program that wants one
+// device per process of an MPI job, as train_gpt2cu with NCCL does, then gets one).
+static int device_count() {
+    static int count = 0;
+    if (count == 0) {
+        const char* s = env_or("CUDACPU_DEVICES", "1");
+        char* end = NULL;
+        long n = strtol(s, &end, 10);
+        if (end == s || *end != '\0' || n < 1 || n > 64) { fail("CUDACPU_DEVICES=%s: a count of devices from 1 to 64", s); }
+        count = (int)n;
+    }
+    return count;
+}
+static int current_device = 0;
+static bool is_device(int device) { return device >= 0 && device < device_count(); }
+
 cudaError_t cudaGetDeviceCount(int* n) {
-    *n = 1;
+    *n = device_count();
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaSetDevice(int device) {
+    if (!is_device(device)) { return cudaErrorInvalidDevice; }
+    current_device = device;
+    return cudaSuccess;
+}
 
 cudaError_t cudaGetDevice(int* device) {
-    *device = 0;
+    *device = current_device;
     return cudaSuccess;
 }
 
 // an H100-like device: compute capability 9.0, the limits the layer checks launches against
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-    if (device != 0) { return cudaErrorInvalidDevice; }
+    if (!is_device(device)) { return cudaErrorInvalidDevice; }
     memset(prop, 0, sizeof(*prop));
     snprintf(prop->name, sizeof(prop->name), "CPU execution layer (tests/cudacpu)");
     prop->major = 9;
@@ -941,7 +962,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-    if (device != 0) { return cudaErrorInvalidDevice; }
+    if (!is_device(device)) { return cudaErrorInvalidDevice; }
     switch (attr) {
         case cudaDevAttrL2CacheSize: *value = 50 * 1024 * 1024; return cudaSuccess;
         case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;

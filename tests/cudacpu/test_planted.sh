@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_planted.sh: the CPU execution layer's test of the CUDA trainer must be able to
 # fail. Each planted bug below is applied to a copy of the sources, built through the layer (FP32)
-# and run under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh), with the
-# kernels the bugs are planted in (TRAIN_GPT2CU_KERNELS=none: the default paths); the test
-# must fail under at least one of them (they run in order until one fails). Prints, for each plant,
-# the first failing line of the test's output.
+# and run on data/test under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh);
+# every plant is in code that runs there, and the test must fail under at least one of the
+# schedules (they run in order until one fails). Prints, for each plant, the first failing line of
+# the test's output.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
 # (make test-cudacpu passes both).
 set -euo pipefail
@@ -44,7 +44,7 @@ plant() {
     fi
     local caught=0 s
     for s in $SCHEDULES; do
-        if CUDACPU_SCHEDULE=$s TRAIN_GPT2CU_KERNELS=none "$work/test" > "$work/out.txt" 2>&1; then
+        if CUDACPU_SCHEDULE=$s "$work/test" > "$work/out.txt" 2>&1; then
             echo "test-planted: $name ($file:$line), schedule $s: the test passed (not caught by this schedule)"
         else
             caught=1
@@ -62,21 +62,24 @@ plant() {
     fi
 }
 
-# 1. a missing barrier: column_grads_kernel sums the partial sums before all of them are written
-plant "missing __syncthreads in column_grads_kernel" train_gpt2.cu \
+# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel) add the partial sums
+#    before all of them are written
+plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
     '/part_b\[threadIdx.y\]\[threadIdx.x\] = sb;/{n;/__syncthreads/d;}'
 
 # 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
-#    (in block_lse, the block-wide log-sum-exp of classifier_kernel)
-plant "shared-memory race in classifier_kernel (block_lse)" train_gpt2.cu \
+#    (in block_lse, the block-wide log-sum-exp of the classifier: classifier_row_kernel on data/test)
+plant "shared-memory race in the classifier's block_lse" train_gpt2.cu \
     's/^\(    for (int w = 0; w < (int)blockDim.x \/ 32; w++) { softmax_merge(&m, &s, wm\[w\], wsum\[w\]); }\)/\1 if (threadIdx.x == 0) { wsum[0] = s; }/'
 
-# 3. an off-by-one in a row loop: the softmax normaliser leaves out the diagonal
-plant "off-by-one in softmax_forward_kernel's row loop" train_gpt2.cu \
-    's/for (int i = lane; i <= t; i += 32) { sum += expf/for (int i = lane; i < t; i += 32) { sum += expf/'
+# 3. an off-by-one in a row loop: D = rowsum(dO O) of flash attention's backward leaves out the
+#    last channel of the head
+plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
+    '/^__global__ void flash_backward_dot_kernel/,/^}/s/for (int c = lane; c < HS; c += 32)/for (int c = lane; c < HS - 1; c += 32)/'
 
-# 4. a transposed cuBLASLt operand: att . v computed with att transposed (a square operand: no shape error)
-plant "transposed cuBLASLt operand in attention (att^T . v)" train_gpt2.cu \
-    's/head_matmul(sc->y, HS, T, T, sc->v, 0, HS, sth, att, 0, T, stt, HS, sth, heads);/head_matmul(sc->y, HS, T, T, sc->v, 0, HS, sth, att, 1, T, stt, HS, sth, heads);/'
+# 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
+#    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
+plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
+    's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
 
 exit $failed

@@ -1,34 +1,32 @@
 #!/usr/bin/env bash
-# tests/test_new_kernels.sh: the kernels behind TRAIN_GPT2CU_KERNELS (train_gpt2.cu, Part 0),
-# executed on the CPU through the execution layer (tests/cudacpu), beyond the stored shapes that
-# test-cudacpu already runs with them all off and all on:
+# tests/test_kernels.sh: the CUDA trainer's kernels, executed on the CPU through the execution
+# layer (tests/cudacpu), beyond the stored shapes that test-cudacpu runs:
 #   1. a shape the stored dumps lack, written by the CPU trainer (./test_gpt2 --write): L 2, C 128,
-#      NH 2 (head size 64), V 301, T 77 (not a multiple of the 64-row attention tile), B 2 (154
-#      rows: three chunks of the two-stage column sums, the last one short). test_gpt2cu checks
-#      every mode there with the new kernels all off and all on (FP32 build; the BF16 build too
-#      where the layer has WMMA);
-#   2. fold (the SiameseNorm update folded into the input side) changes no bit of a training run;
-#   3. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
-#      and test_gpt2cu with that kernel on must FAIL a check; the first failing line is printed.
-# Usage: bash tests/test_new_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make
-# test-new-kernels builds what it needs)
+#      NH 2 (head size 64: flash attention), V 301, T 77 (not a multiple of the 64-row attention
+#      tile), B 2 (154 rows: three chunks of the two-stage column sums, the last one short).
+#      test_gpt2cu checks every mode there (FP32 build; the BF16 build too where the layer has
+#      WMMA);
+#   2. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
+#      and test_gpt2cu must FAIL a check; the first failing line is printed.
+# Usage: bash tests/test_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make test-kernels
+# builds what it needs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-work=$(mktemp -d /tmp/test_new_kernels.XXXXXX)
+work=$(mktemp -d /tmp/test_kernels.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 failed=0
 SHAPE=2,128,2,301,77,2
 
 ./test_gpt2 --write "$work/ref" "$SHAPE" > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
 
-# check NAME BINARY KERNELS: test_gpt2cu on the shape must pass
+# check NAME BINARY: test_gpt2cu on the shape must pass
 check() {
     local start=$SECONDS
-    if TRAIN_GPT2CU_KERNELS=$3 "$2" "$work/ref" > "$work/log" 2>&1 && grep -q '^all checks passed' "$work/log"; then
-        echo "ok   $1, kernels $3: $(grep -c 'PASSED$' "$work/log") mode runs passed ($((SECONDS - start)) s)"
+    if "$2" "$work/ref" > "$work/log" 2>&1 && grep -q '^all checks passed' "$work/log"; then
+        echo "ok   $1: $(grep -c 'PASSED$' "$work/log") mode runs passed ($((SECONDS - start)) s)"
     else
         cat "$work/log"
-        echo "FAIL $1, kernels $3"
+        echo "FAIL $1"
         failed=1
     fi
 }
@@ -36,30 +34,12 @@ builds="FP32:tests/bin/test_gpt2cu_fp32_cpu"
 [ -f tests/cudacpu/wmma.h ] && builds="$builds BF16:tests/bin/test_gpt2cu_cpu"
 for b in $builds; do
     make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" none
-    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" all
-done
-
-# fold changes no number: the trainer's checkpoints after 4 siamese steps with the update folded
-# in are byte-identical to those of the separate kernels (both builds; the same comparison of
-# none and vec, whose sums run in another order, does show a difference)
-for b in FP32:tests/bin/train_gpt2cu_fp32_cpu BF16:tests/bin/train_gpt2cu_cpu; do
-    make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-    for k in none fold; do
-        TRAIN_GPT2CU_KERNELS=$k OMP_NUM_THREADS=1 "${b#*:}" -e d2c64h4 -N siamese -b 4 -t 32 -x 4 -v 0 -s 0 -k 0 -n 4 \
-            -o "$work/fold_$k" > "$work/fold_$k.log" 2>&1 || { cat "$work/fold_$k.log"; echo "FAIL train_gpt2cu ${b%%:*}, kernels $k"; failed=1; }
-    done
-    if cmp -s "$work/fold_none/model_00000004.bin" "$work/fold_fold/model_00000004.bin" &&
-        cmp -s "$work/fold_none/state_00000004.bin" "$work/fold_fold/state_00000004.bin"; then
-        echo "ok   train_gpt2cu ${b%%:*}, 4 siamese steps: checkpoints with fold byte-identical to those without"
-    else
-        echo "FAIL train_gpt2cu ${b%%:*}, 4 siamese steps: checkpoints with fold differ from those without"; failed=1
-    fi
-    rm -rf "$work/fold_none" "$work/fold_fold"
+    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}"
 done
 
 # plant KERNEL FILE 'sed expression' DESCRIPTION: the planted copy must fail a check (FP32 build;
-# one layer and one sequence of 77 tokens, to keep it short: still a tail tile and two column-sum chunks)
+# one layer and one sequence of 77 tokens, to keep it short: still a tail tile and two column-sum
+# chunks). KERNEL names the kernel family in the report.
 ./test_gpt2 --write "$work/ref1" 1,128,2,301,77,1 > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
 mkdir -p "$work/base"  # the sources, built once; each plant starts from a copy (only its file rebuilds)
 git ls-files -z | xargs -0 cp --parents -t "$work/base"
@@ -74,7 +54,7 @@ plant() {
     if ! make --no-print-directory -C "$work/src" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1; then
         cat "$work/build.log"; echo "FAIL plant '$what': the planted copy does not build"; failed=1; return
     fi
-    TRAIN_GPT2CU_KERNELS=$kernel "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$work/ref1" > "$work/log" 2>&1
+    "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$work/ref1" > "$work/log" 2>&1
     if grep -q '^[0-9]* checks FAILED' "$work/log"; then
         echo "ok   plant '$what' ($kernel) fails: $(grep -m1 'FAIL' "$work/log" | sed 's/^ *//')"
     else
@@ -95,8 +75,6 @@ plant vec train_gpt2.cu '/^__global__ void gelu_kernel/,/^}/s/if (i >= npack) { 
     "GELU vector kernel skips the last vector"
 plant vec train_gpt2.cu '/^__global__ void layernorm_forward_kernel/,/^}/s/i < C; i += 32 \* W/i < C - W; i += 32 * W/' \
     "LayerNorm forward never writes the last vector of out"
-plant vec siamese.cuh '/^__global__ void siamese_update_forward_kernel/,/^}/s/if (i >= npack) { return; }/if (i + 1 >= npack) { return; }/' \
-    "SiameseNorm update vector kernel skips the last vector"
 plant vec siamese.cuh '/^__device__ void siamese_input_row/,/^}/s/store_pack<W>(u + i, uv);/if (i + W < C) { store_pack<W>(u + i, uv); }/' \
     "SiameseNorm input forward never writes the last vector of u"
 plant vec siamese.cuh '/^__global__ void siamese_input_backward_kernel/,/^}/s/store_pack<W>(dx + o + i, dxv);/if (i + W < C) { store_pack<W>(dx + o + i, dxv); }/' \
@@ -109,12 +87,14 @@ plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/
     "folded update forward drops the 1/c"
 plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
     "folded update forward leaves the block output out of Y"
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(x + o + i, xn);/if (i + W < C) { store_pack<W>(x + o + i, xn); }/' \
+    "folded update forward never writes the last vector of x"
 plant fold siamese.cuh 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
     "folded update backward drops the 1/c"
-plant fold train_gpt2.cu 's/sf->da, fold ? sx->dz : NULL, siamese_scale(L - 1)/sf->da, NULL, siamese_scale(L - 1)/' \
+plant fold train_gpt2.cu 's/sf->da, sx->dz, siamese_scale(L - 1)/sf->da, NULL, siamese_scale(L - 1)/' \
     "final merge backward does not write dz of the last sublayer"
 plant classifier train_gpt2.cu 's/if (j \* VEC_X + e < V) { s += expf/if (j * VEC_X + e < V - 1) { s += expf/' \
     "one-pass classifier leaves the last real entry out of the sum"
 
-[ $failed = 0 ] && echo "test-new-kernels: passed" || echo "test-new-kernels: FAILED"
+[ $failed = 0 ] && echo "test-kernels: passed" || echo "test-kernels: FAILED"
 exit $failed
