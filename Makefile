@@ -75,9 +75,10 @@ test-parity: test_gpt2
 		./test_gpt2 --write "$$dir" odd && ./test_gpt2 "$$dir" > "$$dir/out.txt" && \
 		grep -E "^\[|worst|passed" "$$dir/out.txt" || { cat "$$dir/out.txt"; exit 1; }
 
-# the parity test must fail on damaged dumps
+# the parity test must fail on damaged dumps, and on bugs planted in train_gpt2.c
 test-corrupt: test_gpt2
 	bash tests/test_corrupt_dump.sh ./test_gpt2
+	CC="$(CC)" CFLAGS="$(CFLAGS)" bash tests/test_planted_cpu.sh
 
 # ----------------------------------------------------------------------------
 # CUDA trainer and its test (nvcc + cuBLASLt). Compiles without a GPU; runs only with one.

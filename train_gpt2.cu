@@ -269,41 +269,90 @@ __global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* d
 
 // ----------------------------------------------------------------------------
 // LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5).
-// One warp per row, two passes over the row (mean, then the variance around it) in fp32. The
+// One warp per row; the statistics in fp32, two passes (mean, then the variance around it). The
 // forward saves mean and rstd; the backward recomputes xhat = (x - mean) * rstd from x.
 
-// mean and rstd of one row (every lane gets them), W elements per access (see Pack)
-template <int W = 1>
-__device__ __forceinline__ float2 ln_row_stats(const floatX* x, int C, int lane) {
-    float sum = 0.0f;
-    for (int i = lane * W; i < C; i += 32 * W) {
-        Pack<floatX, W> v = load_pack<W>(x + i);
-        for (int e = 0; e < W; e++) { sum += (float)v.v[e]; }
+// A row kernel keeps what it reads of a row in registers, so that its later passes over the row
+// cost no memory traffic: lane `lane` holds its vectors i = (lane + 32 k) W, k < HeldRow::K, the
+// first ROW_HELD_COLS columns of the row at any width W (a whole row of GPT-2 124M or 350M). A
+// longer row reads the columns past those from memory again at each pass (L1 or L2: the warp has
+// just read them). for_lane_vectors walks the lane's vectors in column order, the held ones in a
+// loop of constant trip count that nvcc unrolls, so that held(h, k, i) is a register there and a
+// load past them (nvcc --resource-usage: no stack frame, no spills in any kernel that holds rows).
+#define ROW_HELD_COLS 1024
+
+template <typename T, int W>
+struct HeldRow {
+    static constexpr int K = ROW_HELD_COLS / (32 * W);  // vectors held per lane
+    Pack<T, W> v[K];
+    const T* row;  // the row in memory, for the columns past the held ones
+};
+
+// f(k, i) for each vector of the lane in a row of C columns: i = (lane + 32 k) W, in order
+template <int W, typename F>
+__device__ __forceinline__ void for_lane_vectors(int C, int lane, F f) {
+    constexpr int K = ROW_HELD_COLS / (32 * W);
+    for (int k = 0; k < K; k++) {
+        int i = (lane + 32 * k) * W;
+        if (i < C) { f(k, i); }
     }
+    for (int i = (lane + 32 * K) * W; i < C; i += 32 * W) { f(K, i); }
+}
+
+// the lane's k-th vector of h, at column i: a register where held, else read from memory
+template <typename T, int W>
+__device__ __forceinline__ Pack<T, W> held(const HeldRow<T, W>& h, int k, int i) {
+    return k < h.K ? h.v[k < h.K ? k : 0] : load_pack<W>(h.row + i);
+}
+
+// keeps v as the lane's k-th vector of h (where h holds it; the row in memory holds the rest)
+template <typename T, int W>
+__device__ __forceinline__ void hold(HeldRow<T, W>& h, int k, const Pack<T, W>& v) {
+    if (k < h.K) { h.v[k < h.K ? k : 0] = v; }
+}
+
+// reads the lane's share of a row of C columns at `row` (one pass over memory)
+template <typename T, int W>
+__device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane) {
+    HeldRow<T, W> h = {};
+    h.row = row;
+    for_lane_vectors<W>(C, lane, [&](int k, int i) { hold(h, k, load_pack<W>(row + i)); });
+    return h;
+}
+
+// mean and rstd of a held row (every lane gets them): two passes over the registers
+template <int W>
+__device__ __forceinline__ float2 held_row_stats(const HeldRow<floatX, W>& h, int C, int lane) {
+    float sum = 0.0f;
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> v = held(h, k, i);
+        for (int e = 0; e < W; e++) { sum += (float)v.v[e]; }
+    });
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int i = lane * W; i < C; i += 32 * W) {
-        Pack<floatX, W> v = load_pack<W>(x + i);
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> v = held(h, k, i);
         for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
-    }
+    });
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
     return make_float2(mean, rstd);
 }
 
-// W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width)
+// W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width).
+// The row is read once (held), the statistics come from registers, out is written once.
 template <int W>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
-    const floatX* x = inp + (size_t)r * C;
-    float2 st = ln_row_stats<W>(x, C, lane);
+    HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
+    float2 st = held_row_stats<W>(x, C, lane);
     floatX* o = out + (size_t)r * C;
-    for (int i = lane * W; i < C; i += 32 * W) {
-        Pack<floatX, W> xv = load_pack<W>(x + i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
         for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.x) * st.y * (float)wv.v[e] + (float)bv.v[e]); }
         store_pack<W>(o + i, ov);
-    }
+    });
     if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
 }
 
@@ -317,20 +366,20 @@ static void layernorm_forward(floatX* out, float* mean, float* rstd, const float
 
 // Backward of one row. With g = w * dout and xhat as above:
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-// ln_backward_means returns (mean(g), mean(g * xhat)); every lane gets them. W: see Pack.
-template <int W = 1>
-__device__ __forceinline__ float2 ln_backward_means(const float* dout, const floatX* x, const floatX* w, float mean,
-                                                    float rstd, int C, int lane) {
+// ln_backward_means returns (mean(g), mean(g * xhat)) from the held dout and x; every lane gets them.
+template <int W>
+__device__ __forceinline__ float2 ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
+                                                    const floatX* w, float mean, float rstd, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
-    for (int i = lane * W; i < C; i += 32 * W) {
-        Pack<float, W> dv = load_pack<W>(dout + i);
-        Pack<floatX, W> xv = load_pack<W>(x + i), wv = load_pack<W>(w + i);
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<float, W> dv = held(dout, k, i);
+        Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i);
         for (int e = 0; e < W; e++) {
             float g = (float)wv.v[e] * dv.v[e];
             m1 += g;
             m2 += g * ((float)xv.v[e] - mean) * rstd;
         }
-    }
+    });
     return make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
 }
 
@@ -338,59 +387,31 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
     return (w * dout - means.x - (x - mean) * rstd * means.y) * rstd;
 }
 
-// dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate = 1); dinp may be dout itself
-// (each lane reads its elements of dout before writing the same elements). dinp_x, when given,
-// receives a floatX copy of the result (the next matmul's input). W elements per access (see
-// Pack): W = VEC_X where the row width and alignment allow (row_width).
-template <int W>
-__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
-                                          const floatX* w, const float* mean, const float* rstd, int N, int C,
-                                          int accumulate) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= N) { return; }
-    size_t o = (size_t)r * C;
-    float mu = mean[r], rs = rstd[r];
-    float2 means = ln_backward_means<W>(dout + o, inp + o, w, mu, rs, C, lane);
-    for (int i = lane * W; i < C; i += 32 * W) {
-        Pack<float, W> dv = load_pack<W>(dout + o + i), d;
-        Pack<floatX, W> xv = load_pack<W>(inp + o + i), wv = load_pack<W>(w + i), dx;
-        for (int e = 0; e < W; e++) { d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], mu, rs, means); }
-        if (accumulate) {
-            Pack<float, W> prev = load_pack<W>(dinp + o + i);
-            for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
-        }
-        store_pack<W>(dinp + o + i, d);
-        if (dinp_x) {
-            for (int e = 0; e < W; e++) { dx.v[e] = (floatX)d.v[e]; }
-            store_pack<W>(dinp_x + o + i, dx);
-        }
-    }
-}
-
-// Parameter gradients are sums over all rows: column sums, for up to three jobs at once
-// (blockIdx.y picks the job),
-//     dw[c] += sum_r dout[r][c] * xhat[r][c]      (LayerNorm weight; skipped when inp is NULL)
-//     db[c] += sum_r dout[r][c]                   (LayerNorm bias, or a linear layer's bias)
-// in two stages, with no atomics: deterministic. The rows are split into column_splits(N) chunks
-// of at least COLUMN_CHUNK_ROWS (the count depends on N only, so every GPU adds the same numbers
-// in the same order). Stage 1 (column_grads_kernel): a block owns 32 columns of one chunk
-// (blockIdx.z); its 32 x 32 threads walk the chunk's rows 32 apart (coalesced: a warp reads 32
-// neighbouring columns of one row), the 32 partial sums of each column are added in a fixed order
-// through shared memory and written to column_partials. Stage 2 (column_finish_kernel) adds the
-// chunks of each column in chunk order. At N = 8192 rows and C = 768: 32 chunks, 768 blocks per
-// job in stage 1 (one block per 32 columns alone would be 24, far too few for a GPU of 132 SMs).
+// ----------------------------------------------------------------------------
+// Column sums: out[c] += sum over the N rows of in[r][c], deterministic (no atomics). They give
+// the bias gradients of the linear layers (column_grads, in = dout) and add up the LayerNorm
+// parameter gradients that the backward row kernels sum per block of rows (ln_grads_finish, in =
+// those partial sums).
+//
+// A block of 32 x 32 threads owns 32 columns; its threads walk the rows 32 apart (a warp reads 32
+// neighbouring columns of one row: coalesced) and the 32 partial sums of each column are added in
+// a fixed order through shared memory (column_tile_sums). column_sums does that over all rows in
+// one launch: right for the few hundred partial rows of ln_grads_finish. For the N = B * T rows of
+// a bias gradient it would give too few blocks (24 at C = 768, for a GPU of 132 SMs), so
+// column_grads splits the rows into column_splits(N) chunks of at least COLUMN_CHUNK_ROWS (the
+// count depends on N only, so every GPU adds the same numbers in the same order): stage 1
+// (column_grads_kernel) writes each chunk's sums to column_partials, stage 2
+// (column_finish_kernel) adds the chunks of each column in chunk order. At N = 8192 rows and
+// C = 768: 32 chunks, 768 blocks in stage 1.
 template <typename Td>
 struct ColumnJob {
-    float* dw;          // NULL for a bias-only job
-    float* db;
-    const Td* dout;     // (N, C)
-    const floatX* inp;  // (N, C) the LayerNorm input, NULL for a bias
-    const float* mean;  // (N)
-    const float* rstd;  // (N)
+    float* out;    // (C) += the column sums
+    const Td* in;  // (N, C)
 };
+#define COLUMN_MAX_JOBS 6
 template <typename Td>
 struct ColumnJobs {
-    ColumnJob<Td> job[3];
+    ColumnJob<Td> job[COLUMN_MAX_JOBS];
 };
 
 #define COLUMN_TILE 32
@@ -402,90 +423,242 @@ static int column_splits(int N) {
     return s < COLUMN_MAX_SPLITS ? s : COLUMN_MAX_SPLITS;
 }
 
-// stage 1's output: (3 jobs, 2 sums (w, b), COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols
+// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols
 static float* column_partials = NULL;
 static size_t column_partials_cols = 0;
 
-// The sums of job j over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x
-// of a block of 32 x 32 threads, in a fixed order: the threads walk the rows 32 apart, then the 32
-// partial sums of each column are added in order through shared memory. Returns 1 where *tw and
-// *tb hold the column's sums (threadIdx.y == 0, c < C), 0 elsewhere.
+// The sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x of
+// a block of 32 x 32 threads, in a fixed order: the threads walk the rows 32 apart, then the 32
+// partial sums of each column are added in order through shared memory. Returns 1 where *total
+// holds the column's sum (threadIdx.y == 0, c < C), 0 elsewhere.
 template <typename Td>
-__device__ int column_tile_sums(const ColumnJob<Td>& j, int C, int r_begin, int r_end, float* tw, float* tb) {
+__device__ int column_tile_sums(const Td* in, int C, int r_begin, int r_end, float* total) {
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
-    float sw = 0.0f, sb = 0.0f;
+    float s = 0.0f;
     if (c < C) {
-        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) {
-            float d = (float)j.dout[(size_t)r * C + c];
-            sb += d;
-            if (j.inp) { sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r]; }
-        }
+        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) { s += (float)in[(size_t)r * C + c]; }
     }
-    __shared__ float part_w[COLUMN_TILE][COLUMN_TILE + 1], part_b[COLUMN_TILE][COLUMN_TILE + 1];
-    part_w[threadIdx.y][threadIdx.x] = sw;
-    part_b[threadIdx.y][threadIdx.x] = sb;
+    __shared__ float part[COLUMN_TILE][COLUMN_TILE + 1];
+    part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y != 0 || c >= C) { return 0; }
-    *tw = 0.0f;
-    *tb = 0.0f;
-    for (int k = 0; k < COLUMN_TILE; k++) { *tw += part_w[k][threadIdx.x]; *tb += part_b[k][threadIdx.x]; }
+    float t = 0.0f;
+    for (int k = 0; k < COLUMN_TILE; k++) { t += part[k][threadIdx.x]; }
+    *total = t;
     return 1;
 }
 
-// stage 1: chunk blockIdx.z of `splits` writes its sums to partials[job][w or b][chunk][c]
+// one stage: job blockIdx.y over all N rows
 template <typename Td>
-__global__ void column_grads_kernel(ColumnJobs<Td> jobs, int N, int C, float* partials, int splits) {
-    int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
-    int chunk = ceil_div_dev(N, splits), r_begin = blockIdx.z * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
-    float tw, tb;
-    if (column_tile_sums(jobs.job[blockIdx.y], C, r_begin, r_end, &tw, &tb)) {
-        float* pw = partials + ((size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS + blockIdx.z) * C;
-        pw[c] = tw;
-        pw[(size_t)COLUMN_MAX_SPLITS * C + c] = tb;
+__global__ void column_sums_kernel(ColumnJobs<Td> jobs, int N, int C) {
+    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+    float t;
+    if (column_tile_sums(j.in, C, 0, N, &t)) { j.out[blockIdx.x * COLUMN_TILE + threadIdx.x] += t; }
+}
+
+template <typename Td>
+static void column_sums(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
+    column_sums_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs), dim3(COLUMN_TILE, COLUMN_TILE)>>>(jobs, N, C);
+    cudaCheckLaunch();
+}
+
+// stage 1: chunk blockIdx.y of `splits` writes its sums to partials[chunk][c]
+template <typename Td>
+__global__ void column_grads_kernel(const Td* in, int N, int C, float* partials, int splits) {
+    int chunk = ceil_div_dev(N, splits), r_begin = blockIdx.y * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
+    float t;
+    if (column_tile_sums(in, C, r_begin, r_end, &t)) { partials[(size_t)blockIdx.y * C + blockIdx.x * COLUMN_TILE + threadIdx.x] = t; }
+}
+
+// stage 2: one thread per column, the chunks in order
+__global__ void column_finish_kernel(float* out, int C, const float* partials, int splits) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    float t = 0.0f;
+    for (int k = 0; k < splits; k++) { t += partials[(size_t)k * C + c]; }
+    out[c] += t;
+}
+
+// out += the column sums of in (N, C), in two stages
+template <typename Td>
+static void column_grads(float* out, const Td* in, int N, int C) {
+    if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
+    int splits = column_splits(N);
+    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), splits), dim3(COLUMN_TILE, COLUMN_TILE)>>>(in, N, C, column_partials, splits);
+    cudaCheckLaunch();
+    column_finish_kernel<<<ceil_div(C, 256), 256>>>(out, C, column_partials, splits);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r
+// dout[r][c], are sums over all N rows. The backward row kernels (layernorm_backward_kernel here,
+// siamese_input_backward_kernel in siamese.cuh) sum them as they go, with no second pass over the
+// rows. A block takes ln_block_rows(N) consecutive rows (a multiple of ROW_WARPS; the last block
+// may hold fewer) and works through them ROW_WARPS rows at a time (ln_backward_rounds):
+//   1. one warp per row: the row's reductions (the means of its LayerNorm backwards), into shared
+//      memory for step 2;
+//   2. the whole block over the columns: thread t owns the vectors of W columns t, t + 256, ... and,
+//      for each of the ROW_WARPS rows in order, reads the row's elements in its columns, writes
+//      the input gradients and adds the row's parameter-gradient terms to its running sums, which
+//      live in shared memory (n sums of C floats) but only that thread ever touches.
+// At the end each block writes its sums as one partial row per sum, (n, blocks, C) in ln_partials;
+// ln_grads_finish adds the partial rows of all blocks into the fp32 gradients (+=, column_sums).
+// The grid (at most LN_GRAD_BLOCKS blocks) and the rows of each block depend only on N, and the
+// columns each thread owns only on C and W: every GPU adds the same numbers in the same order.
+
+// At most LN_GRAD_BLOCKS blocks (fewer for N < 4096): enough to give every SM of a large GPU a few
+// blocks, few enough that the partial rows stay small against the rows (9.4 MB for six sums at
+// C = 768, against 1.4 GB that the SiameseNorm backward moves at N = 65536). A first choice, to
+// tune on a GPU (dev/cuda/README.md).
+#define LN_GRAD_BLOCKS 512
+
+// rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
+static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
+static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
+
+// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols
+static float* ln_partials = NULL;
+static size_t ln_partials_cols = 0;
+
+// The rounds of one block: per_row(row, slot) by one warp per row (slot: its warp, the row's place
+// in the round), then, once every warp is done, per_column(base, rows) by the whole block for the
+// rows base .. base + rows - 1; a second barrier keeps the next round's per_row from overwriting
+// what per_column still reads.
+template <typename RowFn, typename ColumnFn>
+__device__ __forceinline__ void ln_backward_rounds(int N, int block_rows, RowFn per_row, ColumnFn per_column) {
+    int r_begin = blockIdx.x * block_rows, r_end = r_begin + block_rows < N ? r_begin + block_rows : N;
+    int warp = threadIdx.x / 32;
+    for (int base = r_begin; base < r_end; base += ROW_WARPS) {
+        if (base + warp < r_end) { per_row(base + warp, warp); }
+        __syncthreads();
+        per_column(base, r_end - base < ROW_WARPS ? r_end - base : ROW_WARPS);
+        __syncthreads();
     }
 }
 
-// stage 2: one thread per (column, job), the chunks in order
-template <typename Td>
-__global__ void column_finish_kernel(ColumnJobs<Td> jobs, int C, const float* partials, int splits) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) { return; }
-    const ColumnJob<Td> j = jobs.job[blockIdx.y];
-    const float* pw = partials + (size_t)blockIdx.y * 2 * COLUMN_MAX_SPLITS * C + c;
-    const float* pb = pw + (size_t)COLUMN_MAX_SPLITS * C;
-    float tw = 0.0f, tb = 0.0f;
-    for (int k = 0; k < splits; k++) { tw += pw[(size_t)k * C]; tb += pb[(size_t)k * C]; }
-    if (j.dw) { j.dw[c] += tw; }
-    j.db[c] += tb;
+// f(i) for each vector of W columns the calling thread owns: i = (threadIdx.x + blockDim.x k) W
+template <int W, typename F>
+__device__ __forceinline__ void for_owned_vectors(int C, F f) {
+    for (int i = threadIdx.x * W; i < C; i += blockDim.x * W) { f(i); }
 }
 
-template <typename Td>
-static void column_grads(const ColumnJobs<Td>& jobs, int njobs, int N, int C) {
-    dim3 block(COLUMN_TILE, COLUMN_TILE);
-    if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
-    int splits = column_splits(N);
-    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), njobs, splits), block>>>(jobs, N, C, column_partials, splits);
-    cudaCheckLaunch();
-    column_finish_kernel<Td><<<dim3(ceil_div(C, 256), njobs), 256>>>(jobs, C, column_partials, splits);
-    cudaCheckLaunch();
+// the block's n running sums (n, C) in shared memory: zeroed, grown by one round, and written out
+// as the block's partial rows; each thread touches only the vectors it owns
+template <int W>
+__device__ __forceinline__ void ln_sums_zero(float* sums, int n, int C) {
+    for_owned_vectors<W>(C, [&](int i) {
+        for (int s = 0; s < n; s++) {
+            for (int e = 0; e < W; e++) { sums[s * C + i + e] = 0.0f; }
+        }
+    });
 }
 
-static ColumnJob<float> ln_job(float* dw, float* db, const float* dout, const floatX* inp, const float* mean,
-                               const float* rstd) {
-    ColumnJob<float> j = {dw, db, dout, inp, mean, rstd};
-    return j;
+template <int W, int n>
+__device__ __forceinline__ void ln_sums_add(float* sums, const float (&g)[n][W], int C, int i) {
+    for (int s = 0; s < n; s++) {
+        for (int e = 0; e < W; e++) { sums[s * C + i + e] += g[s][e]; }
+    }
+}
+
+template <int W>
+__device__ __forceinline__ void ln_sums_store(float* partials, const float* sums, int n, int C) {
+    for_owned_vectors<W>(C, [&](int i) {
+        for (int s = 0; s < n; s++) {
+            float* p = partials + ((size_t)s * gridDim.x + blockIdx.x) * C + i;
+            for (int e = 0; e < W; e++) { p[e] = sums[s * C + i + e]; }
+        }
+    });
+}
+
+// The launch shape of a LayerNorm backward kernel with n sums over N rows of C columns: the grid,
+// the rows per block, and its dynamic shared memory (n * C floats), allowed above the default
+// 48 KiB where needed.
+typedef struct {
+    int blocks, block_rows;
+    size_t smem;
+} LnBackwardLaunch;
+
+static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int C, const char* what) {
+    LnBackwardLaunch l = {ln_grad_blocks(N), ln_block_rows(N), (size_t)n * C * sizeof(float)};
+    if ((size_t)n * C > ln_partials_cols) { fatal("%s: %d x %d partial columns, allocated for %zu", what, n, C, ln_partials_cols); }
+    if (l.smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.smem) != cudaSuccess) {
+        fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, l.smem);
+    }
+    return l;
+}
+
+// grads[s] += the sum over the blocks of their partial rows of sum s, s < n (in a fixed order:
+// column_sums)
+static void ln_grads_finish(float* const* grads, int n, int N, int C) {
+    int blocks = ln_grad_blocks(N);
+    ColumnJobs<float> jobs = {};
+    for (int s = 0; s < n; s++) { jobs.job[s] = ColumnJob<float>{grads[s], ln_partials + (size_t)s * blocks * C}; }
+    column_sums(jobs, n, blocks, C);
+}
+
+// The plain LayerNorm backward: dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate =
+// 1); dinp may be dout itself (each thread reads its elements of dout before it writes the same
+// elements of dinp). dinp_x, when given, receives a floatX copy of the result (the next matmul's
+// input). The parameter gradients go to partials (sums dw, db; ln_grads_finish adds them up).
+template <int W>
+__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
+                                          const floatX* inp, const floatX* w, const float* mean, const float* rstd,
+                                          int N, int C, int block_rows, int accumulate) {
+    extern __shared__ float sums[];           // (2, C): dw, db
+    __shared__ float2 row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
+    int lane = threadIdx.x % 32;
+    ln_sums_zero<W>(sums, 2, C);
+    ln_backward_rounds(N, block_rows,
+        [&](int row, int slot) {
+            size_t o = (size_t)row * C;
+            HeldRow<float, W> dv = held_load<float, W>(dout + o, C, lane);
+            HeldRow<floatX, W> xv = held_load<floatX, W>(inp + o, C, lane);
+            float2 m = ln_backward_means<W>(dv, xv, w, mean[row], rstd[row], C, lane);
+            if (lane == 0) { row_means[slot] = m; }
+        },
+        [&](int base, int rows) {
+            for_owned_vectors<W>(C, [&](int i) {
+                Pack<floatX, W> wv = load_pack<W>(w + i);
+                float g[2][W] = {};  // this round's dw, db terms in these columns
+                for (int j = 0; j < rows; j++) {
+                    int row = base + j;
+                    size_t o = (size_t)row * C + i;
+                    float mu = mean[row], rs = rstd[row];
+                    Pack<float, W> dv = load_pack<W>(dout + o), d;
+                    Pack<floatX, W> xv = load_pack<W>(inp + o), dx;
+                    for (int e = 0; e < W; e++) {
+                        d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], mu, rs, row_means[j]);
+                        g[0][e] += dv.v[e] * (((float)xv.v[e] - mu) * rs);
+                        g[1][e] += dv.v[e];
+                    }
+                    if (accumulate) {
+                        Pack<float, W> prev = load_pack<W>(dinp + o);
+                        for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
+                    }
+                    store_pack<W>(dinp + o, d);
+                    if (dinp_x) {
+                        for (int e = 0; e < W; e++) { dx.v[e] = (floatX)d.v[e]; }
+                        store_pack<W>(dinp_x + o, dx);
+                    }
+                }
+                ln_sums_add<W>(sums, g, C, i);
+            });
+        });
+    ln_sums_store<W>(partials, sums, 2, C);
 }
 
 // plain LayerNorm backward: dw, db += the parameter gradients; dinp = or += dL/dinp (see the kernel)
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
-    ColumnJobs<float> jobs = {};
-    jobs.job[0] = ln_job(dw, db, dout, inp, mean, rstd);
-    column_grads(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
     const void* rows[] = {dinp, dinp_x, dout, inp, w};
     auto kernel = row_width(C, rows, 5) == VEC_X ? layernorm_backward_kernel<VEC_X> : layernorm_backward_kernel<1>;
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    LnBackwardLaunch l = ln_backward_launch((const void*)kernel, 2, N, C, "layernorm_backward");
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dinp, dinp_x, ln_partials, dout, inp, w, mean, rstd, N, C, l.block_rows,
+                                                 accumulate);
     cudaCheckLaunch();
+    float* grads[] = {dw, db};
+    ln_grads_finish(grads, 2, N, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -898,12 +1071,7 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
     s.d_type = CUDA_R_32F;
     s.beta = 1.0f;
     matmul_lt(&s, 0);
-    if (dbias) {
-        ColumnJobs<floatX> jobs = {};
-        jobs.job[0].db = dbias;
-        jobs.job[0].dout = dout;
-        column_grads(jobs, 1, BT, OC);
-    }
+    if (dbias) { column_grads(dbias, dout, BT, OC); }
 }
 
 // ----------------------------------------------------------------------------
@@ -1312,8 +1480,6 @@ typedef struct {
     float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
     float* dy;    // (B, T, C) dL/d(stream Y)
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* dr;    // (B, T, C) siamese: dL/dr, r = a + LN(y)
-    float* da;    // (B, T, C) siamese: dL/da
     float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
@@ -1324,7 +1490,7 @@ static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, in
     size_t A = flash == 0;  // the old attention path's head tensors
     size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, A * BT * C, A * BT * C, A * BT * C, A * B * NH * T * T,
                    A * BT * C, A * BT * C, A * BT * C, A * BT * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, S * BT * C, S * BT * C, (1 - A) * B * NH * T};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, (1 - A) * B * NH * T};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
     for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
@@ -1479,6 +1645,23 @@ static void gpt2_upload_params(GPT2* m) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// the scratch of the column sums (column_grads) for rows of up to cols columns, and of the
+// LayerNorm backwards' block sums (ln_partials) for n sums of C columns with n * C up to cols;
+// each grows, never shrinks (one process may allocate several models)
+static void column_partials_reserve(size_t cols) {
+    if (cols <= column_partials_cols) { return; }
+    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
+    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
+    column_partials_cols = cols;
+}
+
+static void ln_partials_reserve(size_t cols) {
+    if (cols <= ln_partials_cols) { return; }
+    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
+    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
+    ln_partials_cols = cols;
+}
+
 // allocates, once, everything training with micro-batches of (B, T) needs
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
@@ -1523,13 +1706,10 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
-    // the widest column sum: the MLP's up-projection bias, 4C columns
-    if (4 * (size_t)cfg->channels > column_partials_cols) {
-        if (column_partials) { cudaCheck(cudaFree(column_partials)); }
-        column_partials_cols = 4 * (size_t)cfg->channels;
-        column_partials = (float*)cuda_malloc_check(3 * 2 * COLUMN_MAX_SPLITS * column_partials_cols * sizeof(float),
-                                                    "column-sum partials");
-    }
+    // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
+    // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
+    column_partials_reserve(4 * (size_t)cfg->channels);
+    ln_partials_reserve((norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * (size_t)cfg->channels);
     // the largest fp32 matmul output: dwte (Vp, C), dfcw (4C, C), or an activation gradient (B*T, C)
     size_t C = cfg->channels, big = (size_t)cfg->padded_vocab_size * C;
     if (4 * C * C > big) { big = 4 * C * C; }
@@ -1833,12 +2013,10 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                C, 0);
             break;
         case NORM_SIAMESE:
-            cudaCheck(cudaMemset(sf->dx, 0, N * sizeof(float)));
-            cudaCheck(cudaMemset(sf->dy, 0, N * sizeof(float)));
-            // the final merge, and dz of the last sublayer (its update's backward, scale c_{L-1})
-            siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, sx->dz, siamese_scale(L - 1), sf->du,
-                                   final_norms(g), final_norms(p), final_stats(f), x_final, a->resy + 2 * L * N,
-                                   a->lnfsum, BT, C);
+            // the final merge (nothing flows into dx, dy: they start here), and dz of the last
+            // sublayer (its update's backward, scale c_{L-1})
+            siamese_input_backward(sf->dx, sf->dy, sx->dz, siamese_scale(L - 1), 0, sf->du, final_norms(g),
+                                   final_norms(p), final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
             break;
     }
     observe_stream_grads(m, 2 * L);
@@ -1869,10 +2047,9 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
                 block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
-                siamese_input_backward(sf->dx, sf->dy, sf->dr, sf->da, k > 0 ? sx->dz : NULL,
-                                       siamese_scale((k - 1) / 2), sf->du, sublayer_norms(g, l, s, C),
-                                       sublayer_norms(p, l, s, C), sublayer_stats(f, k, BT), x, a->resy + k * N,
-                                       a->lnsum + k * N, BT, C);
+                siamese_input_backward(sf->dx, sf->dy, k > 0 ? sx->dz : NULL, siamese_scale((k - 1) / 2), 1, sf->du,
+                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C),
+                                       sublayer_stats(f, k, BT), x, a->resy + k * N, a->lnsum + k * N, BT, C);
                 break;
         }
         observe_stream_grads(m, k);
@@ -1949,6 +2126,9 @@ static void cuda_teardown(void) {
     cudaCheck(cudaFree(column_partials));
     column_partials = NULL;
     column_partials_cols = 0;
+    cudaCheck(cudaFree(ln_partials));
+    ln_partials = NULL;
+    ln_partials_cols = 0;
     for (int i = 0; i < lt_num_plans; i++) { lt_plan_destroy(&lt_plans[i]); }
     lt_num_plans = 0;
     cublasCheck(cublasLtDestroy(lt_handle));

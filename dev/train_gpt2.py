@@ -11,9 +11,9 @@ It does three jobs:
 1. `--write_dumps DIR`: writes, for every norm mode, a tiny model checkpoint (LayerNorms and biases
    perturbed) and a debug-state dump computed in float64 (tokens, targets, every forward activation,
    logits, loss, the stream gradients at every sublayer boundary, every parameter gradient, the
-   losses of 10 AdamW steps) and, per checked number, PyTorch float32's error on it (the yardstick
-   of the C tests' tolerance); then the same for siamese_trained, the siamese model trained 200
-   steps on the dump batch. These are the files test_gpt2.c / test_gpt2.cu compare against. The
+   losses and gradient norms of 10 AdamW steps) and, per checked number, PyTorch float32's error
+   on it (the yardstick of the C tests' tolerance); then the same for siamese_trained, the siamese
+   model trained 200 steps on the dump batch. These are the files test_gpt2.c / test_gpt2.cu compare against. The
    dumps in data/test were made with
        python dev/train_gpt2.py --write_dumps data/test
    `--check_dumps DIR` checks dumps that `./test_gpt2 --write DIR SHAPE` wrote against this model.
@@ -52,7 +52,7 @@ assert list(TWO_STREAMS) == NORM_MODES, "one entry per norm mode"
 def unknown_mode(mode):
     return ValueError(f"unknown norm mode {mode!r} (expected one of {', '.join(NORM_MODES)})")
 MODEL_MAGIC, MODEL_VERSION = 20260208, 1
-DUMP_MAGIC, DUMP_VERSION = 20260209, 3
+DUMP_MAGIC, DUMP_VERSION = 20260209, 4
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 
 # -----------------------------------------------------------------------------
@@ -381,7 +381,8 @@ def recorded_forward_backward(model, x, y):
 def tensors_of_run(model, x, y, steps):
     """What a dump holds, computed by `model` in its own dtype, as float64 numpy arrays: (name, array)
     pairs in the dump's order (forward tensors with the logits last, the loss, the stream gradients in
-    backward order, one entry per checkpoint tensor, the step losses), and the parts the file stores."""
+    backward order, one entry per checkpoint tensor, the step losses, the step gradient norms), and the
+    parts the file stores."""
     V = model.config.vocab_size
     f64 = lambda t: t.detach().to(torch.float64).numpy()
     logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
@@ -408,9 +409,11 @@ def tensors_of_run(model, x, y, steps):
         opt.step()
         losses.append(loss_s.item())
         named.append((f"step {step}", np.array([losses[-1]])))
+    # the global L2 norm of all parameter gradients of each step, before clipping
+    named += [(f"norm {step}", np.array([norm])) for step, norm in enumerate(norms)]
     f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)
     parts = dict(logits=f32(f64(logits)), loss=np.float32(loss.item()), grads=grads, losses=f32(losses),
-                 acts=[f32(f64(t)) for _, t in record], stream_grads=[f32(g) for g in stream_grads], norms=norms,
+                 norms=f32(norms), acts=[f32(f64(t)) for _, t in record], stream_grads=[f32(g) for g in stream_grads],
                  record_names=[n for n, _ in record])
     return named, parts
 
@@ -446,7 +449,7 @@ def write_dump(model, dirpath, x, y, note=""):
     header[16:22] = np.frombuffer(struct.pack("<6f", *hyper), dtype=np.int32)
     write_atomic(os.path.join(dirpath, "debug_state.bin"),
                  [header, x.numpy().astype(np.int32), y.numpy().astype(np.int32), parts["logits"],
-                  np.array([parts["loss"]], dtype=np.float32), parts["grads"], parts["losses"]]
+                  np.array([parts["loss"]], dtype=np.float32), parts["grads"], parts["losses"], parts["norms"]]
                  + acts + stream_grads + [yards])
     losses, norms = parts["losses"], parts["norms"]
     worst = int(np.argmax(yards))
@@ -519,7 +522,7 @@ def check_dumps(dumpdir):
     """Checks dumps written by another implementation (`./test_gpt2 --write DIR SHAPE`) against this
     model in float64, with test_gpt2.c's error measure and tolerances. Returns the number of failures."""
     torch.use_deterministic_algorithms(True)
-    tol = dict(forward=1e-5, loss=1e-6, backward=1e-5, grads=1e-5, steps=1e-6)
+    tol = dict(forward=1e-5, loss=1e-6, backward=1e-5, grads=1e-5, steps=1e-6, norms=1e-6)
     failures = 0
     progress = Progress("checking dumps", total=len(NORM_MODES), unit="modes", every=0)
     for mode_index, mode in enumerate(NORM_MODES):
@@ -546,7 +549,7 @@ def check_dumps(dumpdir):
             pos += n
             return floats[pos - n:pos]
 
-        ref_logits, ref_loss, ref_grads, ref_losses = take(n_logits), take(1)[0], take(P), take(steps)
+        ref_logits, ref_loss, ref_grads, ref_losses, ref_norms = take(n_logits), take(1)[0], take(P), take(steps), take(steps)
         logits, loss, record, boundaries = recorded_forward_backward(model, x, y)
         errs = {k: [] for k in tol}
         for name, t in record:
@@ -575,9 +578,10 @@ def check_dumps(dumpdir):
             opt.zero_grad(set_to_none=True)
             _, loss = model(x, y)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip).item()
             opt.step()
             errs["steps"].append((abs(ref_losses[step] - loss.item()) / abs(loss.item()), f"step {step}"))
+            errs["norms"].append((abs(ref_norms[step] - norm) / norm, f"norm {step}"))
         line = []
         for kind, values in errs.items():
             worst, name = max(values, key=lambda e: e[0]) if values else (0.0, "-")
@@ -587,7 +591,7 @@ def check_dumps(dumpdir):
         print(f"{mode:8s} L {cfg.n_layer} C {cfg.n_embd} NH {cfg.n_head} V {V} B {B} T {T} | worst: " + " | ".join(line))
         progress.update()
     progress.close()
-    print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors or losses over tolerance")
+    print("all within test_gpt2.c's tolerances" if failures == 0 else f"{failures} tensors, losses or norms over tolerance")
     return failures
 
 # -----------------------------------------------------------------------------

@@ -47,7 +47,8 @@ BT=64; C=32; P=49312
 LOGITS=$((1024 + 4 * 2 * BT))
 GRADS=$((LOGITS + 4 * BT * 256 + 4))
 LOSSES=$((GRADS + 4 * P))
-ACTS=$((LOSSES + 4 * 10))
+NORMS=$((LOSSES + 4 * 10))
+ACTS=$((NORMS + 4 * 10))
 # forward order: e, then per attention sublayer a LN(y) a+LN(y) u qkv(3C) atty z x y, per MLP
 # sublayer a LN(y) a+LN(y) u fch(4C) fch_gelu(4C) z x y: layer 1 attn LN(y) starts after
 # e (1), layer 0 attn (11 C-wide), layer 0 mlp (15 C-wide) and layer 1 attn a (1)
@@ -57,9 +58,9 @@ LAYER1_ATTN_LNY=$((ACTS + 4 * BT * C * (1 + 11 + 15 + 1)))
 STREAM=$((ACTS + 4 * BT * C * (1 + 3 * (11 + 15) + 2)))
 DX_AFTER_LAYER1_MLP=$((STREAM + 4 * BT * C * 4))
 # the yardsticks close the file: 58 forward tensors, the loss, 14 stream gradients, 28 parameter
-# tensors, 10 step losses; the loss's is the 59th
+# tensors, 10 step losses, 10 step norms; the loss's is the 59th
 YARDS=$((STREAM + 4 * BT * C * 14))
-[[ $size == $((YARDS + 4 * (58 + 1 + 14 + 28 + 10))) ]] || { echo "  FAIL  the dump is not laid out as this script expects ($size bytes)"; exit 1; }
+[[ $size == $((YARDS + 4 * (58 + 1 + 14 + 28 + 10 + 10))) ]] || { echo "  FAIL  the dump is not laid out as this script expects ($size bytes)"; exit 1; }
 # the trained dump: same layout; lny1b (tolerance 3.7e-4, raised by its yardstick 3.7e-5) starts
 # after wte, wpe, lnx1w, lnx1b, lny1w; its element 95 is its largest
 DT=$WORK/dumps/siamese_trained/debug_state.bin
@@ -70,17 +71,23 @@ expect "one gradient element of lnfyb changed by ~1%" 1 "lnfyb .*FAIL"
 fresh_copy; xor_byte "$DT" $((LNY1B_95 + 1)) 0x20; run                   # mantissa bit 13: ~1e-3
 expect "trained model: the largest gradient element of lny1b changed by ~0.1%" 1 "lny1b .*FAIL"
 fresh_copy; xor_byte "$D" $((LOSSES + 4 * 7 + 1)) 0x01; run                  # step loss 7: mantissa bit 8
-expect "one step loss changed by ~3e-5 (relative)" 1 "step  7 .*FAIL"
+expect "one step loss changed by ~3e-5 (relative)" 1 "step  7  loss .* FAIL  norm"
+fresh_copy; xor_byte "$D" $((NORMS + 4 * 4 + 1)) 0x01; run                   # step norm 4: mantissa bit 8
+expect "one step's gradient norm changed by ~3e-5 (relative)" 1 "step  4  loss .* ok  norm .* FAIL$"
+fresh_copy; xor_byte "$D" $((NORMS + 4 * 3 + 3)) 0x80; run                   # step norm 3: the sign bit
+expect "a negative gradient norm is refused" 1 "^error: .*the gradient norm of step 3 is -0.88.*not a positive finite"
 fresh_copy; xor_byte "$D" $((LOGITS + 4 * 300 + 2)) 0x40; run               # a logit, past the tokens
 expect "one logit changed" 1 "logits [0-9.e+-]+/[0-9.e+-]+ FAIL"
 fresh_copy; xor_byte "$D" $((LAYER1_ATTN_LNY + 4 * 77 + 2)) 0x40; run       # one element of LN(y)
 expect "one activation changed: named as the first divergence" 1 "forward: FIRST DIVERGENCE at layer 1 attn LN\(y\); 1 of"
 fresh_copy; xor_byte "$D" $((DX_AFTER_LAYER1_MLP + 4 * 5 + 2)) 0x40; run    # one element of a stream gradient
 expect "one stream gradient changed: named as the first divergence" 1 "backward: FIRST DIVERGENCE at after layer 1 mlp dx; 1 of"
-fresh_copy; xor_byte "$D" 4 0x02; run                                        # version 3 -> 1
+fresh_copy; xor_byte "$D" 4 0x05; run                                        # version 4 -> 1
 expect "a version 1 dump is a clear error" 1 "^error: .*dump version 1 has no activations; regenerate"
-fresh_copy; xor_byte "$D" 4 0x01; run                                        # version 3 -> 2
+fresh_copy; xor_byte "$D" 4 0x06; run                                        # version 4 -> 2
 expect "a version 2 dump is a clear error" 1 "^error: .*dump version 2 has no yardsticks .*; regenerate"
+fresh_copy; xor_byte "$D" 4 0x07; run                                        # version 4 -> 3
+expect "a version 3 dump is a clear error" 1 "^error: .*dump version 3 has no gradient norms .*; regenerate"
 fresh_copy; xor_byte "$D" $((YARDS + 4 * 58 + 3)) 0x40; run                  # the loss's yardstick -> huge
 expect "a yardstick over 1e-3 is refused" 1 "^error: .*yardstick 58 is .*outside \\[0, 0.001\\]"
 fresh_copy; truncate -s $((size - 4)) "$D"; run

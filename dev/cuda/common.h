@@ -163,6 +163,53 @@ static inline void* host_alloc(size_t bytes) {
 }
 
 // ----------------------------------------------------------------------------
+// CPU references of a LayerNorm row (train_gpt2.c's layernorm_row and layernorm_backward_row), for
+// the programs that check LayerNorm kernels
+
+// mean and rstd of a row of C, in double (two passes)
+static inline void ln_stats_ref(double* mean, double* rstd, const float* x, int C) {
+    double m = 0.0, v = 0.0;
+    for (int i = 0; i < C; i++) { m += x[i]; }
+    m /= C;
+    for (int i = 0; i < C; i++) { v += (x[i] - m) * (x[i] - m); }
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / C + 1e-5);
+}
+
+// out = LN(x) for N rows, with their statistics
+static inline void layernorm_rows_ref(float* out, float* mean, float* rstd, const float* x, const float* w,
+                                      const float* b, int N, int C) {
+    for (int r = 0; r < N; r++) {
+        const float* xr = x + (size_t)r * C;
+        double m, rs;
+        ln_stats_ref(&m, &rs, xr, C);
+        for (int i = 0; i < C; i++) { out[(size_t)r * C + i] = (float)((xr[i] - m) * rs * w[i] + b[i]); }
+        mean[r] = (float)m;
+        rstd[r] = (float)rs;
+    }
+}
+
+// dinp += LN_back(dout; x) for one row with the given statistics (fp32, as the kernels compute it);
+// dw, db += the row's parameter gradients (in double)
+static inline void ln_backward_ref(float* dinp, double* dw, double* db, const float* dout, const float* x,
+                                   const float* w, float mean, float rstd, int C) {
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        m1 += w[i] * dout[i];
+        m2 += w[i] * dout[i] * xhat;
+    }
+    m1 /= C;
+    m2 /= C;
+    for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - mean) * rstd;
+        dinp[i] += (w[i] * dout[i] - m1 - xhat * m2) * rstd;
+        dw[i] += (double)dout[i] * xhat;
+        db[i] += dout[i];
+    }
+}
+
+// ----------------------------------------------------------------------------
 // correctness: |got - ref| <= atol + rtol * |ref| everywhere (NaN fails). Prints one line with the
 // max abs and max rel error; on failure prints the first few mismatches and exits non-zero.
 

@@ -7,10 +7,10 @@ siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (se
 with bf16 tensors (N, C) and the six fp32 statistics (mean, rstd of x, y and s) saved per row.
 
 version 1: two kernels: the element-wise update kernel (written here, W elements per thread as
-           row_width picks: 16-byte vectors where C % 8 == 0, else scalar), then the trainer's
-           input side (siamese.cuh siamese_input_forward: one warp per row, two passes over x
-           and over y for their statistics, a third for a and s, two more over s, re-read from
-           L1/L2, for its statistics and u).
+           row_width picks: 16-byte vectors where C % 8 == 0, else scalar), then layernorm_v1.h's
+           input side (siamese_input_forward_v1: one warp per row, two passes over x and over y
+           for their statistics, a third for a and s, two more over s, re-read from L1/L2, for its
+           statistics and u).
 version 2: the same update kernel, the input side rewritten: one warp per row holds the whole row
            in registers (128-bit loads of 8 bf16), so x and y are read from memory exactly once
            and s is never re-read; the statistics stay two-pass (mean, then the squares around it)
@@ -19,16 +19,22 @@ version 3: version 2 with the update side folded in: the kernel reads a_prev, y_
            forms x and y in registers (rounded to bf16 exactly as they are stored, since the
            backward pass recomputes x-hat from the stored x), writes them once, and goes on.
            Saves the write+read round trip of x and y between the two kernels.
-version 4: the trainer's (siamese.cuh siamese_update_input_forward; trainer.h includes
-           train_gpt2.cu): version 1 with the update folded into the input side's row kernel, one
-           launch, x and y read back by the warp that wrote them. The same code on the same
-           values as version 1, so every output must be bit-identical to version 1's (checked:
-           version 1 runs again beside it).
+version 4: version 1 with the update folded into the input side's row kernel
+           (layernorm_v1.h siamese_update_input_forward_v1): one launch, x and y read back by the
+           warp that wrote them. The same code on the same values as version 1, so every output
+           must be bit-identical to version 1's (checked: version 1 runs again beside it).
+version 5: the trainer's (siamese.cuh siamese_update_input_forward; trainer.h includes
+           train_gpt2.cu): version 4 with the row held in registers (HeldRow, train_gpt2.cu: the
+           first 1024 columns at any width, the rest re-read), x and y formed there and never read
+           back, the statistics of x, y and s over registers, s held for u. The same arithmetic in
+           the same order as version 1, so every output must be bit-identical to version 1's; and
+           so must the trainer's unfolded input side (the update kernel, then
+           siamese_input_forward, which reads x and y into registers once), checked beside it.
 
 Every version is checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
 layernorm_row), which rounds to bf16 only where the GPU stores a tensor that is read again (x,
 y, s). Timing: the whole boundary (update + input) for every version, and the input kernel alone
-for versions 1 and 2. GB/s is counted against the bytes the job must move at the least: read
+for versions 1, 2 and 5. GB/s is counted against the bytes the job must move at the least: read
 a_prev, y_prev, z; write x, y, a, s, u (bf16) and the statistics.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I. dev/cuda/siamese_input_forward.cu -o siamese_input_forward -lcublasLt -lcublas
@@ -37,6 +43,7 @@ Status: verified through the CPU execution layer at small sizes (make test-dev-c
 a GPU yet, so no timing.
 */
 #include "trainer.h"
+#include "layernorm_v1.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (GPT-2 124M; C=)
@@ -306,19 +313,24 @@ static const BoundaryV3 boundary_v3[VPL_MAX] = {boundary_forward_v3<1>, boundary
                                                 boundary_forward_v3<4>};
 
 static void run_input(int version, const Buffers* b, int N, int C) {
-    if (version == 1) {  // the trainer's input side
+    if (version == 1) {
+        siamese_input_forward_v1(b->a, b->s, b->u, trainer_stats(b, N), b->x, b->y, trainer_norms(b, C), N, C);
+    } else if (version == 5) {  // the trainer's input side
         siamese_input_forward(b->a, b->s, b->u, trainer_stats(b, N), b->x, b->y, trainer_norms(b, C), N, C);
-        return;
+    } else {
+        InputV2 kernel = input_v2[vectors_per_lane(C) - 1];
+        kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
+        cudaCheckLaunch();
     }
-    InputV2 kernel = input_v2[vectors_per_lane(C) - 1];
-    kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->a, b->s, b->u, b->st, b->x, b->y, b->p, N, C);
-    cudaCheckLaunch();
 }
 
 static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
-    if (version == 4) {  // the trainer's folded kernel
+    if (version == 5) {  // the trainer's folded kernel
         siamese_update_input_forward(b->x, b->y, b->a_prev, b->y_prev, b->z, c, b->a, b->s, b->u, trainer_stats(b, N),
                                      trainer_norms(b, C), N, C);
+    } else if (version == 4) {
+        siamese_update_input_forward_v1(b->x, b->y, b->a_prev, b->y_prev, b->z, c, b->a, b->s, b->u,
+                                        trainer_stats(b, N), trainer_norms(b, C), N, C);
     } else if (version == 3) {
         BoundaryV3 kernel = boundary_v3[vectors_per_lane(C) - 1];
         kernel<<<ceil_div(N, ROW_WARPS), ROW_WARPS * 32>>>(b->x, b->y, b->a, b->s, b->u, b->st, b->a_prev, b->y_prev, b->z, c,
@@ -334,9 +346,9 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, C = CH;
     const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
-    int only = parse_args(argc, argv, 4, sizes, 2);
+    int only = parse_args(argc, argv, 5, sizes, 2);
     if ((only == 0 || only == 2 || only == 3) && (C % 8 != 0 || C > 256 * VPL_MAX)) {
-        size_error(argv[0], "versions 2 and 3 need C a multiple of 8 up to 1024 (versions 1 and 4 take any C)");
+        size_error(argv[0], "versions 2 and 3 need C a multiple of 8 up to 1024 (versions 1, 4 and 5 take any C)");
     }
     const int layer = 3;
     const float c = sqrtf(2.0f * (layer + 1));
@@ -362,7 +374,7 @@ int main(int argc, char** argv) {
     bf16** outs[5] = {&b.x, &b.y, &b.a, &b.s, &b.u};
     for (int k = 0; k < 5; k++) { *outs[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
     b.st = (float*)device_alloc(NUM_S * N * sizeof(float));
-    Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside version 4
+    Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside versions 4 and 5
     bf16** outs1[5] = {&b1.x, &b1.y, &b1.a, &b1.s, &b1.u};
     for (int k = 0; k < 5; k++) { *outs1[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
     b1.st = (float*)device_alloc(NUM_S * N * sizeof(float));
@@ -379,7 +391,22 @@ int main(int argc, char** argv) {
     double bf = sizeof(bf16) * (double)n, stats = NUM_S * (double)N * sizeof(float);
     double bytes_boundary = 8 * bf + stats, bytes_input = 5 * bf + stats;
 
-    for (int v = 1; v <= 4; v++) {
+    // version `against` of the boundary on b1, checked bit for bit against b's outputs; unfolded: the
+    // update kernel, then version `against`'s input side
+    auto check_against = [&](int against, int unfolded, const char* what) {
+        for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs1[k], 0, n * sizeof(bf16))); }
+        if (unfolded) {
+            run_update(&b1, c, N, C);
+            run_input(against, &b1, N, C);
+        } else {
+            run_boundary(against, &b1, c, N, C);
+        }
+        cudaCheck(cudaDeviceSynchronize());
+        printf("  %s:\n", what);
+        for (int k = 0; k < 5; k++) { check_identical(names[k], *outs1[k], *outs[k], n, sizeof(bf16)); }
+        check_identical("stats", b1.st, b.st, NUM_S * N, sizeof(float));
+    };
+    for (int v = 1; v <= 5; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs[k], 0, n * sizeof(bf16))); }
@@ -391,20 +418,14 @@ int main(int argc, char** argv) {
         }
         from_device_f32(got, b.st, NUM_S * N);
         check_close("stats", ref_st, got, NUM_S * N, 1e-3f, 1e-3f);
-        if (v == 4) {  // the folded kernel against the two kernels it replaces, bit for bit
-            for (int k = 0; k < 5; k++) { cudaCheck(cudaMemset(*outs1[k], 0, n * sizeof(bf16))); }
-            run_boundary(1, &b1, c, N, C);
-            cudaCheck(cudaDeviceSynchronize());
-            printf("  against version 1:\n");
-            for (int k = 0; k < 5; k++) { check_identical(names[k], *outs1[k], *outs[k], n, sizeof(bf16)); }
-            check_identical("stats", b1.st, b.st, NUM_S * N, sizeof(float));
-        }
+        if (v >= 4) { check_against(1, 0, "against version 1"); }  // the folded kernel against the two kernels, bit for bit
+        if (v == 5) { check_against(5, 1, "against the update kernel, then the trainer's siamese_input_forward"); }
         char label[64];
         snprintf(label, sizeof label, "  v%d update + input side", v);
         if (!timing_skipped(label)) {
             print_timing(label, time_ms([&] { run_boundary(v, &b, c, N, C); }, no_prep), bytes_boundary);
         }
-        if (v < 3) {
+        if (v < 3 || v == 5) {
             snprintf(label, sizeof label, "  v%d input side alone", v);
             if (!timing_skipped(label)) { print_timing(label, time_ms([&] { run_input(v, &b, N, C); }, no_prep), bytes_input); }
         }

@@ -3,10 +3,14 @@
 # (tests/cudacpu; `make test-dev-cuda` builds tests/bin/dev_cuda/*_cpu and runs this), checked at
 # small sizes: odd row counts (partial blocks and warps), channel counts whose vectors leave lanes
 # idle, vocabularies and sequences that end inside a vector or a tile. Every version of every
-# program must match its CPU reference, under a reversed and a shuffled thread order (a missing
-# barrier shows under one or the other); each program's `ref` check of the reference runs too.
+# program must match its CPU reference under four thread schedules (tests/cudacpu/README.md,
+# "Schedules"): a reversed and a shuffled order of the threads of a block, and each warp of a block
+# alone between barriers, first to last and last to first (a missing barrier between warps with
+# warp operations in between shows only under these); each program's `ref` check runs too.
 # The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
-# (siamese_input_forward version 4 against 1, siamese_input_backward 3 against 1).
+# (siamese_input_forward versions 4 and 5 against 1, siamese_input_backward 3 against 1), and the
+# trainer's LayerNorm kernels to version 1 of them in every output but the parameter gradients
+# (siamese_input_backward 4 against 1, layernorm 2 against 1).
 # Timing is skipped there (the programs say so): it waits for a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +23,7 @@ failed=0
 run() {
     local prog=$1 want=$2 schedule
     shift 2
-    for schedule in reverse shuffle:1; do
+    for schedule in reverse shuffle:1 warp warp-reverse; do
         if CUDACPU_SCHEDULE=$schedule "$BIN/${prog}_cpu" "$@" > "$log" 2>&1 &&
             grep -q '^all checked versions match the CPU reference$' "$log" &&
             [ "$(grep -c '^version ' "$log")" = "$want" ]; then
@@ -42,18 +46,29 @@ ref() {
     fi
 }
 
-for p in siamese_input_forward siamese_input_backward classifier attention_forward vec_kernels; do ref $p; done
+for p in siamese_input_forward siamese_input_backward layernorm classifier attention_forward vec_kernels; do ref $p; done
 
-run siamese_input_forward 4 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
-run siamese_input_forward 4 N=9 C=72    # 9 vectors: 23 lanes hold none
-run siamese_input_forward 1 1 N=5 C=50  # versions 1 and 4 take any C (scalar width)
+run siamese_input_forward 5 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
+run siamese_input_forward 5 N=9 C=72    # 9 vectors: 23 lanes hold none
+run siamese_input_forward 1 1 N=5 C=50  # versions 1, 4 and 5 take any C (scalar width)
 run siamese_input_forward 1 4 N=5 C=50  # the folded kernel bit-identical to version 1 at that width too
-run siamese_input_backward 3 N=37 C=264  # version 2: a second, partial block of rows
+run siamese_input_forward 1 5 N=5 C=50  # and the trainer's
+run siamese_input_forward 1 5 N=9 C=1032  # rows past the 1024 columns a lane's registers hold: 129 vectors
+run siamese_input_forward 1 5 N=3 C=1100  # the same at the scalar width
+run siamese_input_backward 4 N=37 C=264  # version 2: a second, partial block of rows; version 4: 5 blocks, the last of 5 rows
+run siamese_input_backward 4 N=4103 C=24  # version 4: 2 rounds of 8 rows per block, 257 blocks, the last of 7 rows
 run siamese_input_backward 1 1 N=3 C=50
 run siamese_input_backward 1 3 N=3 C=50
+run siamese_input_backward 1 4 N=3 C=50
+run siamese_input_backward 1 4 N=9 C=1032  # rows past the held columns
+run layernorm 2 N=37 C=264
+run layernorm 2 N=4103 C=24             # 2 rounds per block, the last block of 7 rows
+run layernorm 1 2 N=77 C=50             # the scalar width
+run layernorm 1 2 N=9 C=1032            # rows past the held columns
 run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
 run classifier 1 1 N=3 V=77 Vp=77
-run attention_forward 3 B=2 T=80 NH=3   # T ends inside the second tile of 64
+run attention_forward 3 B=2 T=144 NH=3  # T ends inside the third tile of 64; the second query tile
+                                        # streams two key tiles, every warp's rows inside T
 run attention_backward 2 B=2 T=80 NH=3 HS=48
 run attention_backward 2 B=1 T=33 NH=2 HS=64
 run column_sums 2 N=333 C=100           # 6 chunks of 56 rows, the last of 53; a last tile of 4 columns

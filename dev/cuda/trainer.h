@@ -1,13 +1,13 @@
 /*
 dev/cuda/trainer.h: the CUDA trainer's own kernels, for the experiments that check and time them
-beside other versions (siamese_input_forward.cu, siamese_input_backward.cu, classifier.cu,
-column_sums.cu, vec_kernels.cu). train_gpt2.cu is included whole, as test_gpt2.cu includes it
-(TESTING leaves out its main), in the bf16 build; its helpers (cudaCheck, ceil_div, warp_sum, ...)
-then stand in for common.h's own.
+beside other versions (siamese_input_forward.cu, siamese_input_backward.cu, layernorm.cu,
+classifier.cu, column_sums.cu, vec_kernels.cu). train_gpt2.cu is included whole, as test_gpt2.cu
+includes it (TESTING leaves out its main), in the bf16 build; its helpers (cudaCheck, ceil_div,
+warp_sum, ...) then stand in for common.h's own.
 
 A version that IS the trainer's calls the trainer's host function (column_grads,
-layernorm_forward, siamese_update_input_forward, classifier, ...), which picks its kernel and
-launches it exactly as a training step does. Where that choice depends on the shape (a 16-byte
+layernorm_forward, layernorm_backward, siamese_update_input_forward, siamese_input_backward,
+classifier, ...), which picks its kernel and launches it exactly as a training step does. Where that choice depends on the shape (a 16-byte
 width where the rows allow it, row_width; the one-pass classifier where the row fits), the
 program checks the shape first, so the version it names is the one that runs.
 */
@@ -22,11 +22,12 @@ program checks the shape first, so the version it names is the one that runs.
 #define DEV_CUDA_TRAINER
 #include "common.h"
 
-// the scratch of the trainer's two-stage column sums (column_grads) for up to C columns, which
-// gpt2_allocate sets up in the trainer
-static inline void trainer_column_partials(int C) {
-    column_partials = (float*)device_alloc((size_t)3 * 2 * COLUMN_MAX_SPLITS * C * sizeof(float));
-    column_partials_cols = C;
+// the scratch that gpt2_allocate sets up in the trainer, for rows of up to C columns: the two-stage
+// column sums' (column_grads) and the LayerNorm backwards' block sums (ln_partials, up to the six
+// of a SiameseNorm input side)
+static inline void trainer_partials(int C) {
+    column_partials_reserve(C);
+    ln_partials_reserve((size_t)SIAMESE_SUMS * C);
 }
 
 #endif  // DEV_CUDA_TRAINER_H

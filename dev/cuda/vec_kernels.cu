@@ -37,21 +37,6 @@ a GPU yet, so no timing.
 // ----------------------------------------------------------------------------
 // CPU references
 
-static void layernorm_ref(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b, int N,
-                          int C) {
-    for (int r = 0; r < N; r++) {
-        const float* xr = x + (size_t)r * C;
-        double m = 0.0, v = 0.0;
-        for (int i = 0; i < C; i++) { m += xr[i]; }
-        m /= C;
-        for (int i = 0; i < C; i++) { v += (xr[i] - m) * (xr[i] - m); }
-        double rs = 1.0 / sqrt(v / C + 1e-5);
-        for (int i = 0; i < C; i++) { out[(size_t)r * C + i] = (float)((xr[i] - m) * rs * w[i] + b[i]); }
-        mean[r] = (float)m;
-        rstd[r] = (float)rs;
-    }
-}
-
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 static double gelu_slope_ref(double x) {
@@ -68,7 +53,7 @@ static int check_reference(void) {
     float x[N * C], p[2 * C], out[N * C], mean[N], rstd[N], m[N], var[N], zeros[N] = {0}, ones[N];
     fill_uniform(x, N * C, -2.0f, 3.0f, &seed);
     fill_ln_params(p, 1, C, &seed);
-    layernorm_ref(out, mean, rstd, x, p, p + C, N, C);
+    layernorm_rows_ref(out, mean, rstd, x, p, p + C, N, C);
     for (int r = 0; r < N; r++) {
         double s = 0.0, q = 0.0;
         for (int i = 0; i < C; i++) { s += (out[r * C + i] - p[C + i]) / p[i]; }
@@ -127,7 +112,7 @@ int main(int argc, char** argv) {
     // the references
     float *ln = (float*)host_alloc(n * sizeof(float)), *mean = (float*)host_alloc(N * sizeof(float));
     float* rstd = (float*)host_alloc(N * sizeof(float));
-    layernorm_ref(ln, mean, rstd, x, p, p + C, N, C);
+    layernorm_rows_ref(ln, mean, rstd, x, p, p + C, N, C);
     float *gf = (float*)host_alloc(n * sizeof(float)), *gb = (float*)host_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         gf[i] = (float)gelu_ref(z[i]);

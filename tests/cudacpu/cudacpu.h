@@ -12,8 +12,11 @@ Execution model: a launch runs its blocks one after another on the calling OS th
 thread of a block is a fiber with its own stack; a fiber runs until it reaches a barrier
 (__syncthreads, __syncwarp, a warp shuffle or vote) or returns, then the next fiber runs.
 threadIdx, blockIdx, blockDim and gridDim read the running fiber's state. __shared__ variables
-are static thread_local: one copy per OS thread, so one per block. The order in which fibers
-(and blocks) run is the schedule: CUDACPU_SCHEDULE=forward (default), reverse, or shuffle:SEED.
+are static thread_local: one copy per OS thread, so one per block, filled with 0xff bytes at the
+start of each block (rewrite.sh hands each one to static_smem below). The order in which fibers
+(and blocks) run is the schedule: CUDACPU_SCHEDULE=forward (default), reverse, or shuffle:SEED,
+all the warps of a block together; or warp, warp-reverse, warp-shuffle:SEED, each warp of a block
+alone from one block barrier to the next (README.md, "Schedules").
 */
 #ifndef CUDACPU_H
 #define CUDACPU_H
@@ -129,6 +132,11 @@ void check_device_range(const void* p, size_t bytes, const char* what);
 inline int lane_id() { return thread_state("a lane id").linear % 32; }
 
 inline void* dynamic_smem() { return block_state("extern __shared__").dynamic_smem; }
+
+// a static __shared__ variable, the first time this OS thread declares it (rewrite.sh adds the
+// call): filled with 0xff bytes now and at the start of every later block, as dynamic shared
+// memory is; returns true
+bool static_smem(void* p, size_t bytes);
 
 }  // namespace cudacpu
 

@@ -61,7 +61,12 @@ tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJ
 tests/bin/test_misuse_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_misuse.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
+# what the thread schedules do (tests/cudacpu/test_schedule.sh)
+tests/bin/test_schedule_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_schedule.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
 CUDACPU_TESTS = tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_gpt2cu_cpu tests/bin/test_wmma_cpu tests/bin/test_misuse_cpu \
+	tests/bin/test_schedule_cpu \
 	tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
 
 test-cudacpu: test_gpt2
@@ -74,9 +79,14 @@ test-cudacpu: test_gpt2
 # instrumented fibers make it several times slower): an out-of-bounds access in a kernel or on
 # the host stops it with ASan's report; LeakSanitizer reports device memory never freed.
 CUDACPU_SAN_FLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -Wall -Wextra -I. -I$(CUDACPU_INC)
-tests/bin/test_gpt2cu_fp32_asan: $(CUDACPU_TEST_SRCS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) tests/cudacpu/runtime.cpp tests/cudacpu/cublaslt.cpp
+# (the layer's own sources are compiled apart: cudacpu.h is force-included into the CUDA sources only)
+CUDACPU_SAN_OBJS = $(CUDACPU_OUT)/asan/runtime.o $(CUDACPU_OUT)/asan/cublaslt.o
+$(CUDACPU_OUT)/asan/%.o: tests/cudacpu/%.cpp $(CUDACPU_HEADERS) | cudacpu-check-headers
+	@mkdir -p $(dir $@)
+	$(CUDACPU_CXX) $(CUDACPU_SAN_FLAGS) -c $< -o $@
+tests/bin/test_gpt2cu_fp32_asan: $(CUDACPU_TEST_SRCS) $(COMMON_HEADERS) $(CUDACPU_HEADERS) $(CUDACPU_SAN_OBJS)
 	$(CUDACPU_CXX) $(CUDACPU_SAN_FLAGS) -include $(CURDIR)/tests/cudacpu/cudacpu.h -Wno-unused-function -DENABLE_FP32 \
-		-x c++ $< tests/cudacpu/runtime.cpp tests/cudacpu/cublaslt.cpp -o $@ -lm
+		-x c++ $< -x none $(CUDACPU_SAN_OBJS) -o $@ -lm
 
 test-cudacpu-asan: tests/bin/test_gpt2cu_fp32_asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -57,10 +57,12 @@ static const char* env_or(const char* name, const char* fallback) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// the schedule: in which order the ready fibers of a block (and the blocks of a grid) run
+// the schedule: in which order the ready fibers of a block (and the blocks of a grid) run, and
+// whether the warps of a block take turns between two block barriers (warp_serial)
 
 enum ScheduleKind { SCHEDULE_FORWARD, SCHEDULE_REVERSE, SCHEDULE_SHUFFLE };
 static ScheduleKind schedule_kind = SCHEDULE_FORWARD;
+static bool warp_serial = false;
 static uint64_t schedule_seed = 0;
 static bool schedule_read = false;
 
@@ -68,17 +70,25 @@ static void read_schedule() {
     if (schedule_read) { return; }
     schedule_read = true;
     const char* s = env_or("CUDACPU_SCHEDULE", "forward");
-    if (strcmp(s, "forward") == 0) {
+    const char* order = s;
+    if (strcmp(s, "warp") == 0) {
+        warp_serial = true;
+        order = "forward";
+    } else if (strncmp(s, "warp-", 5) == 0) {
+        warp_serial = true;
+        order = s + 5;
+    }
+    if (strcmp(order, "forward") == 0) {
         schedule_kind = SCHEDULE_FORWARD;
-    } else if (strcmp(s, "reverse") == 0) {
+    } else if (strcmp(order, "reverse") == 0) {
         schedule_kind = SCHEDULE_REVERSE;
-    } else if (strncmp(s, "shuffle:", 8) == 0 && s[8] != '\0') {
+    } else if (strncmp(order, "shuffle:", 8) == 0 && order[8] != '\0') {
         char* end = NULL;
-        schedule_seed = strtoull(s + 8, &end, 10);
+        schedule_seed = strtoull(order + 8, &end, 10);
         if (*end != '\0') { fail("CUDACPU_SCHEDULE=%s: the seed must be a decimal number", s); }
         schedule_kind = SCHEDULE_SHUFFLE;
     } else {
-        fail("CUDACPU_SCHEDULE=%s: expected forward, reverse or shuffle:SEED", s);
+        fail("CUDACPU_SCHEDULE=%s: expected forward, reverse, shuffle:SEED, warp, warp-reverse or warp-shuffle:SEED", s);
     }
 }
 
@@ -132,6 +142,7 @@ struct Worker {
     size_t stack_size;
     BlockState block;
     std::vector<unsigned char> smem;
+    std::vector<std::pair<void*, size_t>> static_smem;  // the static __shared__ variables seen (static_smem)
     std::vector<uint64_t> gathered;  // 32 per warp: what the lanes posted at the last warp_gather
     void (*body)(void*);
     void* ctx;
@@ -143,6 +154,7 @@ struct Worker {
     ucontext_t scheduler_ctx;
 #endif
     std::vector<int> order;  // the fibers of the current round, in schedule order
+    std::vector<int> warps;  // the warps of the block in schedule order (warp_serial)
     int order_pos, order_len;
     void* asan_fake_stack;
     const void* asan_bottom;
@@ -420,12 +432,13 @@ static int shuffle_source(const Fiber* f, int lane) {
     return src;
 }
 
-// the warp operations every named lane has reached complete; returns whether any did
-static bool resolve_warps(Worker* w) {
+// the warp operations of fibers [lo, hi) (whole warps) that every named lane has reached
+// complete; returns whether any did
+static bool resolve_warps(Worker* w, int lo, int hi) {
     bool progress = false;
     int n = w->nthreads;
     char at[256];
-    for (int base = 0; base < n; base += 32) {
+    for (int base = lo; base < hi; base += 32) {
         int lanes = n - base < 32 ? n - base : 32;
         for (int l = 0; l < lanes; l++) {
             Fiber* f = &w->fibers[base + l];
@@ -496,9 +509,9 @@ static bool resolve_warps(Worker* w) {
     return progress;
 }
 
-// no fiber can run: complete a warp operation or the block barrier, or report the deadlock
-static void resolve(Worker* w) {
-    if (resolve_warps(w)) { return; }
+// no fiber can run and no warp operation can complete: complete the block barrier, or report
+// the deadlock
+static void resolve_barrier(Worker* w) {
     int n = w->nthreads, at_bar = 0, done = 0, at_warp = 0;
     const Fiber* first_bar = NULL;
     const Fiber* first_warp = NULL;
@@ -551,6 +564,30 @@ static void resolve(Worker* w) {
          first_warp ? first_warp->line : 0, at);
 }
 
+// fibers [lo, hi) (whole warps) run until none of them can: each round runs the ready ones in
+// schedule order, each until it waits or exits; between rounds the warp operations whose lanes
+// have all arrived complete
+static void run_fibers(Worker* w, int lo, int hi) {
+    std::vector<int>& order = w->order;
+    for (;;) {
+        int ready = 0;
+        for (int i = lo; i < hi; i++) {
+            if (w->fibers[(size_t)i].state == READY) { order[(size_t)ready++] = i; }
+        }
+        if (ready == 0) {
+            if (!resolve_warps(w, lo, hi)) { return; }
+            continue;
+        }
+        schedule_order(order.data(), ready);
+        w->order_pos = 1;
+        w->order_len = ready;
+        switch_to_fiber(w, &w->fibers[(size_t)order[0]]);
+    }
+}
+
+// One block, from one block barrier to the next: all its fibers together, or (warp_serial) one
+// warp after the other in schedule order, each alone until every lane of it waits at a block
+// barrier or has exited; then the barrier completes (or the block has finished, or a deadlock).
 static void run_block(Worker* w) {
     int n = w->nthreads;
     dim3 bd = w->block.block_dim;
@@ -562,25 +599,30 @@ static void run_block(Worker* w) {
         f->asan_fake_stack = NULL;
         fiber_prepare(w, f);
     }
-    std::vector<int>& order = w->order;
-    order.resize((size_t)n);
+    w->order.resize((size_t)n);
+    int nwarps = (n + 31) / 32;
+    std::vector<int>& warps = w->warps;
+    warps.resize((size_t)nwarps);
     for (;;) {
-        int ready = 0;
-        for (int i = 0; i < n; i++) {
-            if (w->fibers[i].state == READY) { order[(size_t)ready++] = i; }
+        if (warp_serial) {
+            for (int k = 0; k < nwarps; k++) { warps[(size_t)k] = k; }
+            schedule_order(warps.data(), nwarps);
+            for (int k : warps) { run_fibers(w, 32 * k, 32 * k + 32 < n ? 32 * k + 32 : n); }
+        } else {
+            run_fibers(w, 0, n);
         }
-        if (ready == 0) {
-            int done = 0;
-            for (int i = 0; i < n; i++) { done += w->fibers[i].state == DONE; }
-            if (done == n) { return; }
-            resolve(w);
-            continue;
-        }
-        schedule_order(order.data(), ready);
-        w->order_pos = 1;
-        w->order_len = ready;
-        switch_to_fiber(w, &w->fibers[(size_t)order[0]]);
+        int done = 0;
+        for (int i = 0; i < n; i++) { done += w->fibers[i].state == DONE; }
+        if (done == n) { return; }
+        resolve_barrier(w);
     }
+}
+
+bool static_smem(void* p, size_t bytes) {
+    Worker* w = running_worker("__shared__");
+    memset(p, 0xff, bytes);
+    w->static_smem.push_back(std::make_pair(p, bytes));
+    return true;
 }
 
 // the largest dynamic shared memory each kernel was allowed (cudaFuncSetAttribute)
@@ -646,6 +688,7 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
         size_t k = ordered ? bi : blocks[bi];
         w->block.block_idx = make_uint3((unsigned)(k % g.x), (unsigned)((k / g.x) % g.y), (unsigned)(k / ((size_t)g.x * g.y)));
         if (cfg.smem > 0) { memset(w->smem.data(), 0xff, cfg.smem); }  // NaN in every float of it
+        for (const auto& v : w->static_smem) { memset(v.first, 0xff, v.second); }
         run_block(w);
     }
     current_block = NULL;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/cudacpu/test_cudacpu.sh: the CUDA sources executed on the CPU through the execution layer
 # (tests/cudacpu/README.md): the layer's WMMA and misuse checks, the host's waits in a training
-# step of train_gpt2.cu (tests/cudacpu/test_blocking.sh), test_gpt2.cu (the CUDA trainer's
-# parity test) in FP32 and BF16 under several thread schedules, on the stored dumps and on the
-# `odd` shape the CPU trainer writes, and the planted bugs the test must catch.
+# step of train_gpt2.cu (tests/cudacpu/test_blocking.sh), what the thread schedules do
+# (tests/cudacpu/test_schedule.sh), test_gpt2.cu (the CUDA trainer's parity test) in FP32 and BF16
+# under several thread schedules, on the stored dumps and on the `odd` and a flash-attention shape
+# the CPU trainer writes, and the planted bugs the test must catch.
 # make test-cudacpu builds what this needs (tests/bin/*_cpu, ./test_gpt2) and runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,6 +40,9 @@ fi
 # barrier, shuffle, WMMA and memory misuse the layer must report
 bash tests/cudacpu/test_misuse.sh || failed=1
 
+# what the schedules do: warps of a block alone between barriers (warp, warp-reverse), races they show
+bash tests/cudacpu/test_schedule.sh || failed=1
+
 # where the trainer's host waits for the GPU in a training step: the losses, the norm, the clock
 bash tests/cudacpu/test_blocking.sh || failed=1
 
@@ -68,7 +72,16 @@ fi
 run_test "test_gpt2cu FP32, odd shape" shuffle:3 tests/bin/test_gpt2cu_fp32_cpu "$tmp/odd"
 run_test "test_gpt2cu BF16, odd shape" reverse tests/bin/test_gpt2cu_cpu "$tmp/odd"
 
-# each planted bug must make the FP32 test fail
+# each warp of a block alone between barriers, first to last and last to first (a barrier missing
+# between warps with warp operations between the racing accesses shows only here): BF16 (WMMA
+# tiles) on a shape where flash attention streams several key tiles through shared memory with
+# the rows of every warp inside T (L 1, C 96, NH 2: head size 48; V 97; T 144: query and key tiles
+# of 64, 64 and 16; B 1)
+./test_gpt2 --write "$tmp/flash" 1,96,2,97,144,1 > "$log" 2>&1 || { cat "$log"; echo "test-cudacpu: ./test_gpt2 --write flash shape FAILED"; exit 1; }
+run_test "test_gpt2cu BF16, flash shape" warp tests/bin/test_gpt2cu_cpu "$tmp/flash"
+run_test "test_gpt2cu BF16, flash shape" warp-reverse tests/bin/test_gpt2cu_cpu "$tmp/flash"
+
+# each planted bug must make the test fail (FP32; BF16 where the plant says so)
 bash tests/cudacpu/test_planted.sh || failed=1
 
 exit $failed

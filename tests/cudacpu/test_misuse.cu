@@ -56,6 +56,25 @@ __global__ void wmma_misaligned(const __nv_bfloat16* a) {
     wmma::load_matrix_sync(f, a + 1, 16);
 }
 
+// thread 32 (lane 0 of the second warp) waits at a full-mask shuffle while its warp's other lanes
+// and the first warp wait at a barrier
+__global__ void shuffle_while_barrier(float* out) {
+    if (threadIdx.x == 32) { out[0] = __shfl_sync(0xffffffffu, 1.0f, 0); }
+    __syncthreads();
+}
+
+// a block of 48 threads: the second warp has 16 lanes, the full mask names 16 more
+__global__ void mask_beyond_partial_warp(float* out) {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (float)threadIdx.x, 1);
+}
+
+// out[block] = a static shared slot before the block writes it; then the block writes it
+__global__ void read_static_shared(float* out) {
+    __shared__ float slot[1];
+    out[blockIdx.x] = slot[0];
+    slot[0] = 1.0f;
+}
+
 __global__ void copy_kernel(float* out, const float* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { out[i] = in[i]; }
@@ -88,6 +107,10 @@ int main(int argc, char** argv) {
         wmma_half_warp<<<1, 32>>>((const __nv_bfloat16*)d);
     } else if (strcmp(c, "wmma_misaligned") == 0) {
         wmma_misaligned<<<1, 32>>>((const __nv_bfloat16*)d);
+    } else if (strcmp(c, "shuffle_while_barrier") == 0) {
+        shuffle_while_barrier<<<1, 64>>>(d);
+    } else if (strcmp(c, "mask_beyond_partial_warp") == 0) {
+        mask_beyond_partial_warp<<<1, 48>>>(d);
     } else if (strcmp(c, "threadidx_on_host") == 0) {
         printf("%u\n", threadIdx.x);
     } else if (strcmp(c, "copy_past_allocation") == 0) {
@@ -127,6 +150,14 @@ int main(int argc, char** argv) {
         }
         printf("never written device memory reads as NaN\n");
         return 0;
+    } else if (strcmp(c, "static_shared_is_nan") == 0) {
+        // a static __shared__ slot reads as NaN in every block until the block writes it, not as
+        // what the block before wrote (returns 0 when it does)
+        read_static_shared<<<3, 1>>>(d);
+        float host[3];
+        check(cudaMemcpy(host, d, sizeof(host), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        printf("static shared memory before the block writes it: %g %g %g\n", host[0], host[1], host[2]);
+        return isnan(host[0]) && isnan(host[1]) && isnan(host[2]) ? 0 : 1;
     } else if (strcmp(c, "download_lands_at_wait") == 0) {
         // an asynchronous copy to pinned memory lands when the host waits, not before (returns 0 when so)
         float* h = NULL;

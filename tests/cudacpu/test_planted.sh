@@ -4,13 +4,17 @@
 # and run on data/test under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh);
 # every plant is in code that runs there, and the test must fail under at least one of the
 # schedules (they run in order until one fails). Prints, for each plant, the first failing line of
-# the test's output.
+# the test's output. A plant marked BF16 is built in BF16 instead: a bug that only that build's
+# tolerances let through.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
 # (make test-cudacpu passes both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CUDACPU_BUILD:?set by make test-cudacpu}" "${CUDACPU_OBJS:?set by make test-cudacpu}"
-SCHEDULES="reverse shuffle:1"
+# the FP32 runs' schedules in tests/cudacpu/test_cudacpu.sh, then the BF16 run's, then thread 0 first
+# (a shuffled order draws its permutation from the seed and the launch's source line, so whether
+# it exposes a given race can change when the code above a launch moves; forward does not)
+SCHEDULES="reverse shuffle:1 shuffle:2 forward"
 
 work=$(mktemp -d /tmp/cudacpu_planted.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -19,9 +23,10 @@ objs=""
 for o in $CUDACPU_OBJS; do objs="$objs $root/$o"; done
 failed=0
 
-# plant NAME FILE SED-SCRIPT: the bug, one sed script that must change FILE
+# plant NAME FILE SED-SCRIPT [BF16]: the bug, one sed script that must change FILE
 plant() {
-    local name=$1 file=$2 script=$3
+    local name=$1 file=$2 script=$3 precision=-DENABLE_FP32
+    [ "${4:-}" = BF16 ] && precision=""
     rm -rf "$work/src" "$work/rw"
     mkdir -p "$work/src" "$work/rw"
     cp ./*.cu ./*.cuh "$work/src/"
@@ -35,7 +40,7 @@ plant() {
     line=$( (diff "$file" "$work/src/$file" || true) | sed -n '1s/^\([0-9]*\).*/\1/p')
     (cd "$work/src" && for f in *.cu *.cuh; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
     # shellcheck disable=SC2086
-    if ! $CUDACPU_BUILD -I"$root" -DENABLE_FP32 -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
+    if ! $CUDACPU_BUILD -I"$root" $precision -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
         > "$work/build.txt" 2>&1; then
         cat "$work/build.txt"
         echo "test-planted: $name: the planted source does not build"
@@ -62,10 +67,10 @@ plant() {
     fi
 }
 
-# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel) add the partial sums
-#    before all of them are written
+# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel and
+#    column_sums_kernel) add the partial sums before all of them are written
 plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
-    '/part_b\[threadIdx.y\]\[threadIdx.x\] = sb;/{n;/__syncthreads/d;}'
+    '/part\[threadIdx.y\]\[threadIdx.x\] = s;/{n;/__syncthreads/d;}'
 
 # 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
 #    (in block_lse, the block-wide log-sum-exp of the classifier: classifier_row_kernel on data/test)
@@ -81,5 +86,32 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
     's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
+
+# 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
+#    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
+#    BF16 build's step losses stay within their tolerance, its norm check must fail
+plant "missing __syncthreads in sumsq_kernel" train_gpt2.cu \
+    '/if (threadIdx.x % 32 == 0) { ws\[threadIdx.x \/ 32\] = sum; }/{n;/__syncthreads/d;}' BF16
+
+# 6. the gradient norm 1.25x too large (its square scaled by 1.5625 in every block's partial sum)
+plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
+    's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
+
+# 7-10. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
+#    (train_gpt2.cu ln_backward_rounds, ln_grads_finish; siamese.cuh siamese_input_backward_kernel):
+# 7. a missing barrier: the column pass reads the per-row means before every warp has written its row's
+plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" train_gpt2.cu \
+    '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
+# 8. the finish leaves the last block's partial sums out
+plant "ln_grads_finish skips the last block's partial sums" train_gpt2.cu \
+    's/    column_sums(jobs, n, blocks, C);/    column_sums(jobs, n, blocks - 1, C);/'
+# 9. the blocks write their partial sums in another layout than the finish reads (block-major, not
+#    sum-major): every gradient gets other blocks' and other sums' partials
+plant "block partials written block-major, read sum-major" train_gpt2.cu \
+    's/float\* p = partials + ((size_t)s \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + s) * C + i;/'
+# 10. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
+#    instead of dr * yhat
+plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
+    's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
 
 exit $failed
