@@ -7,7 +7,8 @@
 # caches, is left out) and:
 #   GFLOP/s, fraction of peak   the step's model FLOPs (below) / its time, and that / the fp32 FMA
 #                               peak of THREADS threads (dev/cpu/peak.c, measured right before and
-#                               right after the mode's run; their mean)
+#                               right after the mode's run; their mean; in an AVX-512 build the
+#                               AVX-512 loop's, with the AVX2 loop's printed beside it once)
 #   fraction of the limit       limit / step time; the limit = the FLOPs at the FMA peak + the
 #                               optimizer's bytes at the memory bandwidth (the adamw figure of
 #                               dev/cpu/peak.c, measured at the start and at the end; their mean)
@@ -81,7 +82,11 @@ CPU_TIME=${CPU_TIME:-0}
 CPU_FLAG=""
 [[ $CPU_TIME == 1 ]] && CPU_FLAG=--cpu-time
 # (threads that sleep while they wait, as the trainer's do: spinning ones would count as CPU time)
-fma_peak() { OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS "$WORK/peak" fma $CPU_FLAG | awk '{print $3}'; }
+# (an AVX-512 build of peak.c also prints the AVX2 figure; the last one is kept in $WORK/fma.txt)
+fma_peak() {
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS "$WORK/peak" fma $CPU_FLAG > "$WORK/fma.txt"
+    awk '$1 == "fma_gflops" {print $3}' "$WORK/fma.txt"
+}
 adamw_bandwidth() {
     OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS "$WORK/peak" stream $CPU_FLAG | awk '$2 == "adamw" {print $4}'
 }
@@ -150,6 +155,7 @@ echo "CPU benchmark: fresh $DEPTH, B=$B, T=$T, $THREADS threads, $STEPS steps (m
 machine
 echo "load average at the start: $(load)"
 peak_prev=$(fma_peak)
+peak_avx2=$(awk '$1 == "fma_gflops_avx2" {print $3}' "$WORK/fma.txt")
 bw_start=$(adamw_bandwidth)
 for mode in $MODES; do
     train ./train_gpt2 "$mode" > "$WORK/run_$mode.txt"
@@ -170,8 +176,9 @@ BW=$(mean "$bw_start" "$bw_end")
 [[ $CPU_TIME == 1 ]] && echo "CPU TIME: every figure below is CPU time / $THREADS threads (wall-clock medians in brackets)"
 peaks=""
 for mode in $MODES; do peaks="$peaks $mode ${PEAK[$mode]},"; done
-echo "limits (medians): fp32 FMA peak around each mode's run (GFLOP/s):${peaks%,};" \
+echo "limits (medians): fp32 FMA peak ($(awk '$1 == "fma_gflops" {print $7}' "$WORK/fma.txt")) around each mode's run (GFLOP/s):${peaks%,};" \
     "memory bandwidth (adamw pattern) $bw_start GB/s at the start, $bw_end at the end"
+if [[ -n $peak_avx2 ]]; then echo "  (the same FMA loop on 256-bit AVX2 vectors, at the start: $peak_avx2 GFLOP/s)"; fi
 for mode in $MODES; do
     flops=$(step_flops < "$WORK/run_$mode.txt")
     bytes=$(step_bytes < "$WORK/run_$mode.txt")

@@ -5,12 +5,16 @@ dev/cpu/bench_matmul.c measures the FMA peak between its matmuls, so that each s
 divided by a peak taken under the same load.
 
 FMA peak (fma_gflops): every thread runs a loop of fused multiply-adds on registers only (no
-memory operand), CHAINS = 16 independent accumulators of the widest vector the build targets: 512
+memory operand), PEAK_CHAINS = 12 independent accumulators of the widest vector the build targets: 512
 bits (16 floats) where the compiler was told the CPU has AVX-512 (-march=native on such a CPU),
 else 256 bits (AVX2 + FMA), the same choice as the trainer's matmul (common/matmul_tiled.h, VW).
-16 chains are more than a core needs to hide the FMA latency (4 cycles x 2 FMA pipes = 8). FLOPs:
+12 chains are more than a core needs to hide the FMA latency (4 cycles x 2 FMA pipes = 8), and with
+x and y they fit the 16 vector registers of an AVX2 build (16 chains there kept three accumulators
+on the stack, and an AVX2 build measured 133 GFLOP/s where the peak is 233). FLOPs:
 2 per lane per FMA, all threads together over the wall time of one parallel region. This is what
 the FMA units can do on data already in registers: a matmul can approach it, never pass it.
+An AVX-512 build also measures the same loop on 256-bit vectors (fma_gflops_avx2), to show what
+the wider vectors add on this core (nothing where it splits them into two 256-bit halves).
 
 Memory bandwidth (stream_gbs): three loops over arrays of 2^25 floats (128 MiB each, far larger
 than any cache), split statically over the threads, each array first touched by the thread that
@@ -69,74 +73,85 @@ static PeakFigure peak_figure(double* v, int n) {
 // ----------------------------------------------------------------------------
 // FMA peak. acc = acc * x + y converges to y / (1 - x) = 1e-2: no overflow, no denormals.
 
-#if defined(__AVX512F__)
-#define PEAK_ISA "avx512"
-#define PEAK_LANES 16
-typedef __m512 peak_vec;
-#define PEAK_SET(f) _mm512_set1_ps(f)
-#define PEAK_FMA(a, x, y) _mm512_fmadd_ps(a, x, y)
-static float peak_hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-#elif defined(__AVX2__) && defined(__FMA__)
-#define PEAK_ISA "avx2"
-#define PEAK_LANES 8
-typedef __m256 peak_vec;
-#define PEAK_SET(f) _mm256_set1_ps(f)
-#define PEAK_FMA(a, x, y) _mm256_fmadd_ps(a, x, y)
-static float peak_hsum(__m256 v) {
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "dev/cpu/peak.h needs AVX2 and FMA, or AVX-512 (build with -march=native on such a CPU)"
+#endif
+
+#define PEAK_CHAINS 12
+
+static float peak_hsum256(__m256 v) {
     float f[8];
     _mm256_storeu_ps(f, v);
     return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
 }
-#else
-#error "dev/cpu/peak.h needs AVX2 and FMA, or AVX-512 (build with -march=native on such a CPU)"
-#endif
 
-#define PEAK_CHAINS 16
-#define PEAK_FLOPS_PER_ITER (2.0 * PEAK_LANES * PEAK_CHAINS)
-
-// `iters` rounds of PEAK_CHAINS independent FMAs; returns a sum so the compiler keeps the work
-static float peak_fma_loop(long iters, float seed) {
-    peak_vec x = PEAK_SET(0.99f), y = PEAK_SET(1e-4f);
-    peak_vec a0 = PEAK_SET(seed), a1 = PEAK_SET(seed + 1), a2 = PEAK_SET(seed + 2), a3 = PEAK_SET(seed + 3);
-    peak_vec a4 = PEAK_SET(seed + 4), a5 = PEAK_SET(seed + 5), a6 = PEAK_SET(seed + 6), a7 = PEAK_SET(seed + 7);
-    peak_vec a8 = PEAK_SET(seed + 8), a9 = PEAK_SET(seed + 9), a10 = PEAK_SET(seed + 10), a11 = PEAK_SET(seed + 11);
-    peak_vec a12 = PEAK_SET(seed + 12), a13 = PEAK_SET(seed + 13), a14 = PEAK_SET(seed + 14);
-    peak_vec a15 = PEAK_SET(seed + 15);
-    for (long i = 0; i < iters; i++) {
-        a0 = PEAK_FMA(a0, x, y);   a1 = PEAK_FMA(a1, x, y);   a2 = PEAK_FMA(a2, x, y);   a3 = PEAK_FMA(a3, x, y);
-        a4 = PEAK_FMA(a4, x, y);   a5 = PEAK_FMA(a5, x, y);   a6 = PEAK_FMA(a6, x, y);   a7 = PEAK_FMA(a7, x, y);
-        a8 = PEAK_FMA(a8, x, y);   a9 = PEAK_FMA(a9, x, y);   a10 = PEAK_FMA(a10, x, y); a11 = PEAK_FMA(a11, x, y);
-        a12 = PEAK_FMA(a12, x, y); a13 = PEAK_FMA(a13, x, y); a14 = PEAK_FMA(a14, x, y); a15 = PEAK_FMA(a15, x, y);
+// NAME(iters, seed): `iters` rounds of PEAK_CHAINS independent FMAs on vectors of type VEC; returns
+// a sum so the compiler keeps the work. Written once, defined for each vector width below.
+#define PEAK_DEFINE_FMA_LOOP(NAME, VEC, SET, FMA, HSUM)                                                     \
+    static float NAME(long iters, float seed) {                                                            \
+        VEC x = SET(0.99f), y = SET(1e-4f);                                                                \
+        VEC a0 = SET(seed), a1 = SET(seed + 1), a2 = SET(seed + 2), a3 = SET(seed + 3);                    \
+        VEC a4 = SET(seed + 4), a5 = SET(seed + 5), a6 = SET(seed + 6), a7 = SET(seed + 7);                \
+        VEC a8 = SET(seed + 8), a9 = SET(seed + 9), a10 = SET(seed + 10), a11 = SET(seed + 11);            \
+        for (long i = 0; i < iters; i++) {                                                                 \
+            a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y);   a3 = FMA(a3, x, y);              \
+            a4 = FMA(a4, x, y); a5 = FMA(a5, x, y); a6 = FMA(a6, x, y);   a7 = FMA(a7, x, y);              \
+            a8 = FMA(a8, x, y); a9 = FMA(a9, x, y); a10 = FMA(a10, x, y); a11 = FMA(a11, x, y);            \
+        }                                                                                                  \
+        return HSUM(a0) + HSUM(a1) + HSUM(a2) + HSUM(a3) + HSUM(a4) + HSUM(a5) + HSUM(a6) + HSUM(a7) +     \
+               HSUM(a8) + HSUM(a9) + HSUM(a10) + HSUM(a11);                                                \
     }
-    return peak_hsum(a0) + peak_hsum(a1) + peak_hsum(a2) + peak_hsum(a3) + peak_hsum(a4) + peak_hsum(a5) +
-           peak_hsum(a6) + peak_hsum(a7) + peak_hsum(a8) + peak_hsum(a9) + peak_hsum(a10) + peak_hsum(a11) +
-           peak_hsum(a12) + peak_hsum(a13) + peak_hsum(a14) + peak_hsum(a15);
-}
+
+PEAK_DEFINE_FMA_LOOP(peak_fma_loop_avx2, __m256, _mm256_set1_ps, _mm256_fmadd_ps, peak_hsum256)
+#if defined(__AVX512F__)
+#define PEAK_ISA "avx512"
+#define PEAK_LANES 16
+PEAK_DEFINE_FMA_LOOP(peak_fma_loop_widest, __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps)
+#else
+#define PEAK_ISA "avx2"
+#define PEAK_LANES 8
+#define peak_fma_loop_widest peak_fma_loop_avx2
+#endif
 
 static volatile float peak_sink;  // keeps the loops' results alive
 
-// GFLOP/s of all threads together over one parallel region of `iters` rounds per thread
-static double peak_fma_trial(long iters) {
+typedef float (*PeakFmaLoop)(long iters, float seed);
+
+// GFLOP/s of all threads together over one parallel region of `iters` rounds per thread of `loop`,
+// whose vectors have `lanes` floats (2 FLOPs per lane per FMA)
+static double peak_fma_trial(PeakFmaLoop loop, int lanes, long iters) {
     float sum = 0.0f;
     double t0 = peak_seconds();
     #pragma omp parallel reduction(+ : sum)
-    { sum += peak_fma_loop(iters, (float)omp_get_thread_num()); }
+    { sum += loop(iters, (float)omp_get_thread_num()); }
     double t = peak_seconds() - t0;
     peak_sink = sum;
-    return PEAK_FLOPS_PER_ITER * (double)iters * omp_get_max_threads() / t * 1e-9;
+    return 2.0 * lanes * PEAK_CHAINS * (double)iters * omp_get_max_threads() / t * 1e-9;
 }
 
-// the FMA peak over `reps` trials of about `trial_seconds` each
-static PeakFigure peak_fma(double trial_seconds, int reps) {
+// the FMA peak of `loop` over `reps` trials of about `trial_seconds` each
+static PeakFigure peak_fma_of(PeakFmaLoop loop, int lanes, double trial_seconds, int reps) {
     long iters = 100000;
-    peak_fma_trial(iters);  // wakes the threads and the core's wide units
-    double g = peak_fma_trial(iters);
-    iters = (long)(trial_seconds * g * 1e9 / (PEAK_FLOPS_PER_ITER * omp_get_max_threads()));
+    peak_fma_trial(loop, lanes, iters);  // wakes the threads and the core's wide units
+    double g = peak_fma_trial(loop, lanes, iters);
+    iters = (long)(trial_seconds * g * 1e9 / (2.0 * lanes * PEAK_CHAINS * omp_get_max_threads()));
     if (iters < 1000) { iters = 1000; }
     double v[64];
     if (reps > 64) { reps = 64; }
-    for (int r = 0; r < reps; r++) { v[r] = peak_fma_trial(iters); }
+    for (int r = 0; r < reps; r++) { v[r] = peak_fma_trial(loop, lanes, iters); }
     return peak_figure(v, reps);
+}
+
+// the FMA peak with the widest vectors the build targets (PEAK_ISA): the one a step is divided by
+static PeakFigure peak_fma(double trial_seconds, int reps) {
+    return peak_fma_of(peak_fma_loop_widest, PEAK_LANES, trial_seconds, reps);
+}
+
+// the FMA peak with 256-bit vectors (AVX2), for comparison in an AVX-512 build: a core that splits
+// each 512-bit FMA into two 256-bit halves gets the same FLOPs from both widths, one with 512-bit
+// FMA units twice as many from AVX-512
+static inline PeakFigure peak_fma_avx2(double trial_seconds, int reps) {
+    return peak_fma_of(peak_fma_loop_avx2, 8, trial_seconds, reps);
 }
 
 // ----------------------------------------------------------------------------
@@ -145,7 +160,7 @@ static PeakFigure peak_fma(double trial_seconds, int reps) {
 #define PEAK_STREAM_N ((size_t)1 << 25)
 
 // GB/s of copy, triad and adamw (in that order) over `reps` rounds after one round of warm-up
-static void peak_stream(int reps, PeakFigure out[3]) {
+static inline void peak_stream(int reps, PeakFigure out[3]) {
     size_t n = PEAK_STREAM_N;
     float* a[4];
     for (int i = 0; i < 4; i++) {
