@@ -255,8 +255,9 @@ test-dist: train_gpt2 tests/bin/ckpt_diff tests/bin/mkshard dev/data/arithmetic 
 	./tests/bin/test_dist_shards
 	bash tests/test_dist.sh
 
-# the CUDA trainer's kernels through the CPU execution layer: a shape the stored dumps lack (flash
-# attention's tail tile, several column-sum chunks), and planted bugs that must fail (tests/test_kernels.sh)
+# the CUDA trainer's kernels through the CPU execution layer: two shapes the stored dumps lack (flash
+# attention over three tiles, the last partial; several column-sum chunks), and planted bugs that must
+# fail (tests/test_kernels.sh)
 test-kernels: test_gpt2
 	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
 	else bash tests/test_kernels.sh; fi

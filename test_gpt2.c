@@ -32,17 +32,23 @@ the floors decide; on siamese_trained the gradients' yardsticks reach 4.6e-5 and
 5.4x theirs, and the step norms' reach 2.7e-4 (step 5; ours 1.9e-4).
 
     ./test_gpt2 [DIR]              check against DIR (default data/test). Exit status 0 only if all pass.
-    ./test_gpt2 --write DIR SHAPE  write reference dumps of this CPU trainer (itself pinned to PyTorch
+    ./test_gpt2 --write DIR SHAPE [TOKENS]
+                                   write reference dumps of this CPU trainer (itself pinned to PyTorch
                                    by the check above) at SHAPE into DIR/<mode>/, for shapes too large
                                    to store; test_gpt2cu DIR checks the GPU against them. SHAPE is
                                    "gpt2" (L 2, C 768, NH 12, V 50257, T 1024, B 1), "odd" (L 2,
-                                   C 200, NH 5, V 301, T 80, B 2) or "L,C,NH,V,T,B".
+                                   C 200, NH 5, V 301, T 80, B 2) or "L,C,NH,V,T,B". TOKENS, the
+                                   batch's inputs: "random" (the default: uniform over the
+                                   vocabulary), "half" (one token at every second position, so it
+                                   fills half the batch; uniform elsewhere) or "distinct" (every
+                                   position a different token; needs B*T <= V): the cases of the
+                                   embedding gradient, whose work per token is uneven.
 */
 #define TESTING
 #include "train_gpt2.c"
 
 #include "common/debug_state.h"
-#include "common/train_common.h"  // now_seconds
+#include "common/train_loop.h"  // now_seconds, grad_clip_scale
 
 static const float TOL_ACTS = 1e-5f;
 static const float TOL_LOSS = 1e-6f;
@@ -194,7 +200,26 @@ static void write_progress(WriteProgress* p, NormMode mode, const char* what) {
     printf("\n");
 }
 
-static void write_mode(const char* dir, NormMode mode, const int shape[6], int steps, WriteProgress* progress) {
+// the batch's input tokens of --write (TOKENS above); the targets stay uniform
+static void write_inputs(int* inputs, int n, int V, const char* tokens) {
+    if (strcmp(tokens, "half") == 0) {
+        for (int i = 0; i < n; i += 2) { inputs[i] = V / 2; }
+    } else if (strcmp(tokens, "distinct") == 0) {  // the first n of a random permutation of [0, V)
+        int* perm = (int*)malloc_check((size_t)V * sizeof(int), "token permutation");
+        uint64_t rng = 7;
+        for (int i = 0; i < V; i++) { perm[i] = i; }
+        for (int i = 0; i < n; i++) {
+            int j = i + (int)(random_u32(&rng) % (uint32_t)(V - i)), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+            inputs[i] = perm[i];
+        }
+        free(perm);
+    }
+}
+
+static void write_mode(const char* dir, NormMode mode, const int shape[6], const char* tokens, int steps,
+                       WriteProgress* progress) {
     int L = shape[0], C = shape[1], NH = shape[2], V = shape[3], T = shape[4], B = shape[5];
     GPT2Config cfg = {T, V, (V + 127) / 128 * 128, L, NH, C, mode};
     GPT2 model;
@@ -215,6 +240,7 @@ static void write_mode(const char* dir, NormMode mode, const int shape[6], int s
         ds.inputs[i] = (int)(random_u32(&rng) % (uint32_t)V);
         ds.targets[i] = (int)(random_u32(&rng) % (uint32_t)V);
     }
+    write_inputs(ds.inputs, B * T, V, tokens);
     gpt2_allocate(&model, B, T);
     CpuTensors ct;
     cpu_tensors_init(&ct, &model);
@@ -242,8 +268,9 @@ static void write_mode(const char* dir, NormMode mode, const int shape[6], int s
     }
     snprintf(path, sizeof(path), "%s/%s/debug_state.bin", dir, NORM_MODE_NAMES[mode]);
     debug_state_write(&ds, path, &cfg, model.num_parameters);
-    printf("wrote %s/%s: L %d C %d NH %d V %d/%d B %d T %d | loss %.6f | %d activations, %d stream gradients, %d steps\n",
-           dir, NORM_MODE_NAMES[mode], L, C, NH, V, cfg.padded_vocab_size, B, T, ds.loss, ds.n_fwd, ds.n_bwd, steps);
+    printf("wrote %s/%s: L %d C %d NH %d V %d/%d B %d T %d, %s tokens | loss %.6f | %d activations, %d stream gradients, "
+           "%d steps\n", dir, NORM_MODE_NAMES[mode], L, C, NH, V, cfg.padded_vocab_size, B, T, tokens, ds.loss, ds.n_fwd,
+           ds.n_bwd, steps);
     cpu_tensors_free(&ct);
     debug_state_free(&ds);
     gpt2_free(&model);
@@ -488,18 +515,30 @@ static int test_vec_exp(void) {
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && strcmp(argv[1], "--write") == 0) {
-        if (argc != 4) { fatal("usage: %s --write DIR SHAPE   (SHAPE: gpt2, odd or L,C,NH,V,T,B)", argv[0]); }
+        if (argc != 4 && argc != 5) {
+            fatal("usage: %s --write DIR SHAPE [TOKENS]   (SHAPE: gpt2, odd or L,C,NH,V,T,B; TOKENS: random, half or "
+                  "distinct)", argv[0]);
+        }
         int shape[6];
         parse_shape(argv[3], shape);
+        const char* tokens = argc == 5 ? argv[4] : "random";
+        if (strcmp(tokens, "random") != 0 && strcmp(tokens, "half") != 0 && strcmp(tokens, "distinct") != 0) {
+            fatal("bad TOKENS '%s': expected random, half or distinct", tokens);
+        }
+        if (strcmp(tokens, "distinct") == 0 && shape[4] * shape[5] > shape[3]) {
+            fatal("distinct tokens need B*T <= V (B*T = %d, V = %d)", shape[4] * shape[5], shape[3]);
+        }
         ensure_writable_dir(argv[2]);
         int steps = 3;
         WriteProgress progress = {0, NUM_NORM_MODES * (1 + steps), now_seconds()};
-        for (int mode = 0; mode < NUM_NORM_MODES; mode++) { write_mode(argv[2], (NormMode)mode, shape, steps, &progress); }
+        for (int mode = 0; mode < NUM_NORM_MODES; mode++) {
+            write_mode(argv[2], (NormMode)mode, shape, tokens, steps, &progress);
+        }
         return 0;
     }
     const char* dir = argc > 1 ? argv[1] : "data/test";
     if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fatal("usage: %s [dump folder]  |  %s --write DIR SHAPE", argv[0], argv[0]);
+        fatal("usage: %s [dump folder]  |  %s --write DIR SHAPE [TOKENS]", argv[0], argv[0]);
     }
     int failures = test_matmul_kernels() + test_attention() + test_vec_exp();
     for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {

@@ -7,14 +7,18 @@ PyTorch ones (data/test, tiny: C=32, T=32) or reference dumps the CPU trainer wr
 shapes, e.g.
     ./test_gpt2 --write /tmp/ref_gpt2 gpt2 && ./test_gpt2cu /tmp/ref_gpt2     C 768, NH 12, T 1024, V 50257
     ./test_gpt2 --write /tmp/ref_odd odd && ./test_gpt2cu /tmp/ref_odd        C 200, NH 5, T 80, V 301
-It runs forward on the stored batch and compares every activation in forward order, naming the
-first one over the tolerance (layer, sublayer, tensor) and then the rest, and the loss; runs
-backward and compares the stream gradients dx, dy at every sublayer boundary (backward order) and
-every parameter gradient by name; then takes the same AdamW steps (with clipping) and compares the
-loss and the global gradient norm (before clipping) of each, on the step's line (the norm on its
-own: AdamW is nearly blind to the gradient's scale, so a wrong clip barely moves the losses). It
-also runs forward and backward twice and requires bit-identical gradients (no kernel uses
-atomics). Every mode runs with the fused GELU epilogues of cuBLASLt and with the separate GELU
+It runs forward on the stored batch without targets and compares every activation in forward order
+(the logits last), naming the first one over the tolerance (layer, sublayer, tensor) and then the
+rest; runs forward with targets, which leaves dL/dlogits in place of the logits (the fused
+classifier), and compares the loss, and dlogits against softmax minus one-hot over B*T computed in
+double from the logits of the first pass; runs backward and compares the stream gradients dx, dy
+at every sublayer boundary (backward order) and every parameter gradient by name; then takes the
+same AdamW steps (with clipping) and compares the loss and the global gradient norm (before
+clipping) of each, on the step's line (the norm on its own: AdamW is nearly blind to the
+gradient's scale, so a wrong clip barely moves the losses). It also runs forward and backward
+again with the loss scale 1/2 and requires gradients bit-identical to half the first ones (no
+kernel uses atomics, and the scale is exact: every operation of the backward pass is linear in the
+loss). Every mode runs with the fused GELU epilogues of cuBLASLt and with the separate GELU
 kernels (so a failure points at one). Errors are max|ours - ref| / max|ref| per tensor
 (common/debug_state.h), relative errors for the losses; a number passes within max(tolerance below,
 10 x PyTorch float32's error on it), as in test_gpt2.c. It also checks <dumps>/siamese_trained
@@ -35,6 +39,10 @@ test_gpt2.c; the floors below are per build.
         activations 3e-2 (largest measured 1.2e-2), loss 1e-3 (3.3e-4), stream and parameter
         gradients 4e-2 (1.3e-2), step losses 5e-4 (1.2e-4); step gradient norms 3e-2, about 10x
         the largest measured (2.6e-3, siamese_trained step 0; 1.9e-3 on the untrained dumps)
+    dlogits are checked against a reference computed from our own logits, so the floors are those
+    of the classifier alone: FP32 1e-6 (measured 3.0e-8: a few roundings of fp32, and a GPU's expf
+    differs from the host's by an ulp or two), BF16 4e-3 (one rounding to bf16, 2^-9 relative:
+    measured 2.0e-3).
     Some numbers a bf16 computation cannot determine at all: in a trained model (siamese_trained)
     most gradients are small differences of much larger terms, and rounding those terms to bf16
     leaves an error of the order of the gradient itself (measured through the layer: 25 of 28
@@ -54,6 +62,7 @@ kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gp
 #include "train_gpt2.cu"
 
 #include "common/debug_state.h"
+#include "common/train_loop.h"  // grad_clip_scale
 
 #ifdef ENABLE_FP32
 static const float TOL_ACTS = 2e-5f;
@@ -61,12 +70,14 @@ static const float TOL_LOSS = 1e-5f;
 static const float TOL_GRADS = 1e-4f;
 static const float TOL_STEP_LOSS = 1e-5f;
 static const float TOL_STEP_NORM = 1e-6f;  // largest measured through the layer 8.2e-8 (header)
+static const float TOL_DLOGITS = 1e-6f;
 #else
 static const float TOL_ACTS = 3e-2f;
 static const float TOL_LOSS = 1e-3f;
 static const float TOL_GRADS = 4e-2f;
 static const float TOL_STEP_LOSS = 5e-4f;
 static const float TOL_STEP_NORM = 3e-2f;  // largest measured through the layer 2.6e-3 (header)
+static const float TOL_DLOGITS = 4e-3f;
 #endif
 
 // Can this build determine a number whose PyTorch float32 error is `yard`? Always in FP32; in BF16
@@ -170,6 +181,30 @@ static void gpu_tensors_free(GpuTensors* gt) {
     free(gt->captured);
 }
 
+// dL/dlogits as the forward pass with targets left them, against (softmax - one-hot) / BT
+// computed in double from `logits` (ours, of a forward pass without targets on the same batch):
+// max|ours - ref| / max|ref| over all rows, padding included (there ref = 0)
+static float dlogits_error(GpuTensors* gt, const float* logits, const int* targets) {
+    GPT2* m = gt->m;
+    size_t BT = (size_t)m->cur_B * m->cur_T, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    download(gt->host, gt->hostx, m->ax.logits, BT * Vp);
+    double worst = 0.0, scale = 0.0;
+    for (size_t r = 0; r < BT; r++) {
+        const float* l = logits + r * Vp;
+        double mx = -INFINITY, sum = 0.0;
+        for (size_t i = 0; i < V; i++) { mx = fmax(mx, l[i]); }
+        for (size_t i = 0; i < V; i++) { sum += exp(l[i] - mx); }
+        for (size_t i = 0; i < Vp; i++) {
+            double ref = i < V ? exp(l[i] - mx) / sum : 0.0;
+            ref = (ref - (i == (size_t)targets[r] ? 1.0 : 0.0)) / BT;
+            worst = fmax(worst, fabs(gt->host[r * Vp + i] - ref));  // fmax drops a NaN: count it below
+            if (isnan(gt->host[r * Vp + i])) { worst = INFINITY; }
+            scale = fmax(scale, fabs(ref));
+        }
+    }
+    return (float)(worst / scale);
+}
+
 // ----------------------------------------------------------------------------
 // the check
 
@@ -195,13 +230,20 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
     gpu_tensors_init(&gt, &model);
     int failures = 0, L = cfg->num_layers;
 
-    // forward: every activation in forward order (the logits last), and the loss
-    gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
+    // forward without targets: every activation in forward order (the logits last); then with
+    // targets: the loss, and dlogits (written over the logits) against ours of the first pass
+    gpt2_forward(&model, ds.inputs, NULL, ds.B, ds.T);
     int undetermined = 0;  // numbers this build cannot determine (see determinable)
     failures += report_tensors_determinable("forward", ds.fwd, ds.n_fwd, L, gpu_tensor, &gt, TOL_ACTS, &undetermined);
+    size_t n_logits = (size_t)ds.B * ds.T * cfg->padded_vocab_size;
+    float* logits = (float*)malloc_check(n_logits * sizeof(float), "logits");
+    download(logits, gt.hostx, model.ax.logits, n_logits);
+    gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
     failures += report_determinable("loss", fabsf(model.mean_loss - ds.loss) / fabsf(ds.loss), *ds.loss_yard, TOL_LOSS,
                                     &undetermined);
     printf("  loss: ours %.7f ref %.7f\n", model.mean_loss, ds.loss);
+    failures += report("dlogits", dlogits_error(&gt, logits, ds.targets), 0.0f, TOL_DLOGITS);
+    free(logits);
 
     // backward: the stream gradients in backward order, then every parameter gradient by name
     gpt2_zero_grad(&model);
@@ -220,15 +262,21 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
         offset += n;
     }
 
-    // determinism: the same forward and backward again must give bit-identical gradients (no atomics)
+    // determinism and the loss scale: the same forward and backward again, at loss scale 1/2, must
+    // give exactly half the gradients, bit for bit (no atomics; halving is exact in every operation)
     float* again = (float*)malloc_check(model.num_parameters * sizeof(float), "gradients");
     gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
     gpt2_zero_grad(&model);
-    gpt2_backward(&model, 1.0f);
+    gpt2_backward(&model, 0.5f);
     cudaCheck(cudaMemcpy(again, model.grads_memory, model.num_parameters * sizeof(float), cudaMemcpyDeviceToHost));
-    int same = memcmp(grads, again, model.num_parameters * sizeof(float)) == 0;
-    printf("  %-10s %s\n", "repeat", same ? "bit-identical gradients  ok" : "gradients differ between two runs  FAIL");
-    failures += !same;
+    size_t differ = 0;
+    for (size_t i = 0; i < model.num_parameters; i++) {
+        float half = 0.5f * grads[i];
+        differ += memcmp(&half, &again[i], sizeof(float)) != 0;
+    }
+    printf("  %-10s %s", "repeat", differ == 0 ? "loss scale 1/2: bit-identical to half the gradients  ok\n" : "");
+    if (differ > 0) { printf("loss scale 1/2: %zu gradients are not half the first run's  FAIL\n", differ); }
+    failures += differ > 0;
     free(again);
     free(grads);
 

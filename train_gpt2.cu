@@ -12,11 +12,12 @@ Precision (the default BF16 build):
   - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
     working copy that the forward and backward passes read; a copy-down kernel refreshes the
     working copy after every AdamW step;
-  - activations (the streams, LN outputs, qkv, attention probabilities, MLP hidden, logits): bf16;
+  - activations (the streams, LN outputs, qkv, attention output, MLP hidden, logits): bf16;
   - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
     of every LayerNorm input are fp32 too (they are sums over many layers);
   - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient
-    norm, the column sums that give bias and LayerNorm parameter gradients.
+    norm, the column sums that give bias and LayerNorm parameter gradients, attention's tile
+    products (and its log-sum-exp per row, the one attention tensor kept for the backward pass).
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
@@ -27,12 +28,13 @@ added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU 
 fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
 runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
 deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
-accumulation needs +=). Attention is flash attention (attention.cuh: no T x T tensor) wherever
-the head size allows it; other head sizes take batched cuBLASLt matmuls for q.k^T and att.v with
-a causal softmax kernel in between.
+accumulation needs +=). Attention is not a cuBLASLt call: flash attention (attention.cuh), tile
+products on tensor cores with no T x T tensor, for head sizes 1 to 128.
 
 Determinism. Every kernel here computes each output element in a fixed order: no atomics
-anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first).
+anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first;
+attention's dQ, a sum over key tiles that different blocks own, goes through per-block fp32
+slices added in a fixed order).
 So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm choices;
 cuBLASLt itself is deterministic for a given algorithm and workspace (we never use split-k
 atomics modes explicitly; the heuristic's choice could in principle differ between library
@@ -238,20 +240,152 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
 }
 
 // The backward pass scatter-adds each row of dL/de into wte[token] and wpe[t]. A token can appear
-// many times in a batch, so instead of atomics the host groups the positions by token (a counting
-// sort, see gpt2_prepare_buckets): block k owns the k-th distinct token and sums its positions in
-// increasing order, so the result is deterministic. dy (siamese: stream Y's gradient) is added.
-__global__ void wte_backward_kernel(float* dwte, const float* dx, const float* dy, const int* bucket_token,
-                                    const int* bucket_start, const int* bucket_pos, int C) {
-    int k = blockIdx.x;
-    float* dst = dwte + (size_t)bucket_token[k] * C;
+// many times in a batch (a few tokens, "the" or ",", fill several percent of it), so instead of
+// atomics the host makes a work list from the tokens alone (token_chunks_build, while the GPU runs
+// the forward pass): the positions grouped by token (tokens in order of first appearance,
+// positions increasing), each group cut into chunks of EMBED_CHUNK positions (the last one
+// shorter). Then
+//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in increasing order; a
+//     token with one chunk adds that sum into its row of dwte, the chunks of a token with several
+//     write their sums to partial rows (scratch of the backward pass);
+//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in chunk
+//     order into its row of dwte.
+// No block sums more than EMBED_CHUNK rows, however the tokens are spread, and every sum has an
+// order fixed by the tokens: deterministic, on any GPU. In siamese mode dL/de = dx + dy.
+//
+// Per launch at d12, B = 64, T = 1024 (65536 positions, C = 768, siamese): wte_chunk_kernel reads
+// dx and dy once (2 x 65536 x 768 x 4 bytes = 403 MB; pre/post modes, dx alone: 201 MB), reads and
+// writes the dwte rows of the U distinct tokens (U x 768 x 8 bytes, at most 309 MB for U = V =
+// 50257) and writes a partial row per chunk of a token with several (3 KB each); wte_finish_kernel
+// reads those back (a token filling half the batch has 512 chunks: 1.6 MB) and adds into its rows.
+// 2 x 65536 x 768 = 1.0e8 flops (one add for dx + dy, one into the sum). Lower bound at 3.35 TB/s:
+// 0.12 ms for dx, dy, plus up to 0.09 ms for the dwte rows.
+
+#define EMBED_CHUNK 64     // positions per chunk
+#define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
+
+// The work list: one int array, laid out the same in pinned host memory (list) and on the device
+// (d_list), from offset 0:
+//   pos          [BT]            positions grouped by token
+//   chunk_start  [n_chunks + 1]  chunk k is pos[chunk_start[k] .. chunk_start[k + 1])
+//   chunk_token  [n_chunks]      its token
+//   chunk_slot   [n_chunks]      -1: the token's only chunk; else its partial row
+//   split_token  [n_split]       the tokens with several chunks
+//   split_first  [n_split + 1]   token k's partial rows are split_first[k] .. split_first[k + 1] - 1
+// n_chunks <= BT and n_split <= BT, so 6 BT + 2 ints hold it.
+typedef struct {
+    int BT;                       // positions the arrays were allocated for
+    int n_chunks, n_split, n_partials;
+    size_t at_start, at_token, at_slot, at_split_token, at_split_first, len;  // offsets in list; ints in use
+    int* list;                    // pinned host (6 BT + 2)
+    int* d_list;                  // device (6 BT + 2)
+    int* group_of_token;          // host (V): -1, but during token_chunks_build
+    int* group_token;             // host (BT) scratch: the token of each group
+    int* group_end;               // host (BT) scratch: the end of each group in pos
+} TokenChunks;
+
+// the work list of the BT tokens (tc->list; the upload is the caller's)
+static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
+    if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
+    int* list = tc->list;
+    // a counting sort of the positions by token: the size of each group, then its end, then the
+    // positions put in place (group_end[g] runs from the group's start to its end)
+    int ng = 0;
+    for (int i = 0; i < BT; i++) {
+        int g = tc->group_of_token[tokens[i]];
+        if (g < 0) {
+            g = tc->group_of_token[tokens[i]] = ng++;
+            tc->group_token[g] = tokens[i];
+            tc->group_end[g] = 0;
+        }
+        tc->group_end[g]++;
+    }
+    for (int g = 0, start = 0; g < ng; g++) {
+        int n = tc->group_end[g];
+        tc->group_end[g] = start;
+        start += n;
+    }
+    for (int i = 0; i < BT; i++) { list[tc->group_end[tc->group_of_token[tokens[i]]]++] = i; }
+    for (int g = 0; g < ng; g++) { tc->group_of_token[tc->group_token[g]] = -1; }
+    // the chunks: first their number, which places the arrays after pos
+    int n_chunks = 0, n_split = 0;
+    for (int g = 0; g < ng; g++) {
+        int n = tc->group_end[g] - (g > 0 ? tc->group_end[g - 1] : 0);
+        int chunks = (n + EMBED_CHUNK - 1) / EMBED_CHUNK;
+        n_chunks += chunks;
+        n_split += chunks > 1;
+    }
+    tc->n_chunks = n_chunks;
+    tc->n_split = n_split;
+    tc->at_start = BT;
+    tc->at_token = tc->at_start + n_chunks + 1;
+    tc->at_slot = tc->at_token + n_chunks;
+    tc->at_split_token = tc->at_slot + n_chunks;
+    tc->at_split_first = tc->at_split_token + n_split;
+    tc->len = tc->at_split_first + n_split + 1;
+    int k = 0, split = 0, slot = 0;
+    for (int g = 0; g < ng; g++) {
+        int start = g > 0 ? tc->group_end[g - 1] : 0, end = tc->group_end[g];
+        int several = end - start > EMBED_CHUNK;
+        if (several) {
+            list[tc->at_split_token + split] = tc->group_token[g];
+            list[tc->at_split_first + split++] = slot;
+        }
+        for (int p = start; p < end; p += EMBED_CHUNK, k++) {
+            list[tc->at_start + k] = p;
+            list[tc->at_token + k] = tc->group_token[g];
+            list[tc->at_slot + k] = several ? slot++ : -1;
+        }
+    }
+    list[tc->at_start + n_chunks] = BT;
+    list[tc->at_split_first + n_split] = slot;
+    tc->n_partials = slot;
+}
+
+// the work list to the device, without waiting (the host must not rewrite tc->list before the
+// copy is done)
+static void token_chunks_upload(const TokenChunks* tc) {
+    cudaCheck(cudaMemcpyAsync(tc->d_list, tc->list, tc->len * sizeof(int), cudaMemcpyHostToDevice, 0));
+}
+
+__global__ void wte_chunk_kernel(float* dwte, float* partials, const float* dx, const float* dy, const int* pos,
+                                 const int* chunk_start, const int* chunk_token, const int* chunk_slot, int C) {
+    int k = blockIdx.x, slot = chunk_slot[k];
+    float* dst = slot < 0 ? dwte + (size_t)chunk_token[k] * C : partials + (size_t)slot * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float sum = 0.0f;
-        for (int p = bucket_start[k]; p < bucket_start[k + 1]; p++) {
-            size_t o = (size_t)bucket_pos[p] * C + c;
+        for (int p = chunk_start[k]; p < chunk_start[k + 1]; p++) {
+            size_t o = (size_t)pos[p] * C + c;
             sum += dx[o] + (dy ? dy[o] : 0.0f);
         }
-        dst[c] += sum;
+        dst[c] = slot < 0 ? dst[c] + sum : sum;
+    }
+}
+
+__global__ void wte_finish_kernel(float* dwte, const float* partials, const int* split_token, const int* split_first,
+                                  int C) {
+    int k = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    float sum = 0.0f;
+    for (int s = split_first[k]; s < split_first[k + 1]; s++) { sum += partials[(size_t)s * C + c]; }
+    dwte[(size_t)split_token[k] * C + c] += sum;
+}
+
+// dwte += dL/de = dx (+ dy) summed by token, from the work list on the device; partials: free
+// device memory for tc->n_partials rows of C floats (at most 2 BT / EMBED_CHUNK rows)
+static void wte_backward(float* dwte, float* partials, size_t partials_floats, const float* dx, const float* dy,
+                         const TokenChunks* tc, int C) {
+    if ((size_t)tc->n_partials * C > partials_floats) {
+        fatal("wte_backward: %d partial rows of %d do not fit in %zu floats", tc->n_partials, C, partials_floats);
+    }
+    const int* d = tc->d_list;
+    wte_chunk_kernel<<<tc->n_chunks, EMBED_THREADS>>>(dwte, partials, dx, dy, d, d + tc->at_start, d + tc->at_token,
+                                                      d + tc->at_slot, C);
+    cudaCheckLaunch();
+    if (tc->n_split > 0) {
+        wte_finish_kernel<<<dim3(tc->n_split, ceil_div(C, EMBED_THREADS)), EMBED_THREADS>>>(
+            dwte, partials, d + tc->at_split_token, d + tc->at_split_first, C);
+        cudaCheckLaunch();
     }
 }
 
@@ -696,7 +830,7 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these (and the batched attention products): at a shape's
+// matmul_lt is the one call behind all of these: at a shape's
 // first call it builds the descriptors and asks the heuristic for its best algorithms (up to
 // LT_MAX_ALGOS, fastest first), keeping both in a plan for that shape (LtPlan below), and runs the
 // first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
@@ -708,9 +842,9 @@ static const size_t LT_WORKSPACE_BYTES = 32u << 20;
 // fp32 accumulation in both builds; with fp32 data this is true fp32 (the _FAST_TF32 variant is never used)
 static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;
 
-// the largest power of two (at most 256) that divides both the address and the batch stride in bytes
-static uint32_t lt_alignment(const void* p, long long stride_bytes) {
-    uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)stride_bytes | 256u;
+// the largest power of two (at most 256) that divides the address
+static uint32_t lt_alignment(const void* p) {
+    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
     return (uint32_t)(v & (~v + 1));
 }
 
@@ -719,15 +853,11 @@ typedef struct {
     int transa, transb;
     const floatX* A;
     int lda;
-    long long stride_a;
     const floatX* B;
     int ldb;
-    long long stride_b;
     void* D;               // also C (beta accumulates into D)
     cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
     int ldd;
-    long long stride_d;
-    int batch;             // 1 for an ordinary matmul
     float alpha, beta;
     cublasLtEpilogue_t epilogue;
     const void* bias;       // EPILOGUE_BIAS, GELU_AUX_BIAS
@@ -738,22 +868,10 @@ typedef struct {
 // D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
 static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
                               int ldb, void* D, int ldd) {
-    // fields in declaration order: no strides, batch 1, alpha 1, beta 0, no epilogue
-    MatmulSpec s = {m, n, k, transa, transb, A, lda, 0, B, ldb, 0, D, CUDA_R_X, ldd, 0, 1, 1.0f, 0.0f,
-                    CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
+    // fields in declaration order: alpha 1, beta 0, no epilogue
+    MatmulSpec s = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
+                    NULL, NULL, 0};
     return s;
-}
-
-static void lt_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int rows, int cols, int ld, int batch,
-                      long long stride) {
-    cublasCheck(cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld));
-    if (batch > 1) {
-        int32_t count = batch;
-        int64_t offset = stride;
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
-                                                     sizeof(offset)));
-    }
 }
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s);
@@ -766,22 +884,21 @@ static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, 
     static int said = 0;
     if (said) { return; }
     said = 1;
-    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (batch %d, epilogue %d) failed at run time (%s); %s\n",
-           failed, s->m, s->n, s->k, s->batch, (int)s->epilogue, cublasGetStatusString(st), outcome);
+    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n",
+           failed, s->m, s->n, s->k, (int)s->epilogue, cublasGetStatusString(st), outcome);
 }
 
 // A plan per matmul shape: its descriptors and the heuristic's algorithms, built at the shape's
 // first call and reused by every later one (a step makes each shape's call dozens of times, and
 // building descriptors and asking the heuristic costs more than a small matmul's run). The key is
 // everything the descriptors and the heuristic depend on but the pointers themselves: shape,
-// transposes, leading dimensions, batch and strides, output type, epilogue and the pointers'
+// transposes, leading dimensions, output type, epilogue and the pointers'
 // alignments. The bias and aux pointers are set on the descriptor at each call. `next` is the
 // algorithm that ran the last time, so later calls run that one at once: the same arithmetic at
 // every step, and no algorithm that failed at run time is tried again. A full table still works:
 // the call builds a plan, uses it and destroys it.
 typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux, batch;
-    long long stride_a, stride_b, stride_d;
+    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
     cudaDataType_t d_type;
     cublasLtEpilogue_t epilogue;
     uint32_t align_a, align_b, align_d;
@@ -805,14 +922,12 @@ static LtKey lt_key(const MatmulSpec* s) {
     LtKey key;
     memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
     key.m = s->m, key.n = s->n, key.k = s->k, key.transa = s->transa, key.transb = s->transb;
-    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0, key.batch = s->batch;
-    key.stride_a = s->stride_a, key.stride_b = s->stride_b, key.stride_d = s->stride_d;
+    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0;
     key.d_type = s->d_type, key.epilogue = s->epilogue;
     // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
-    size_t xs = sizeof(floatX), ds = s->d_type == CUDA_R_32F ? 4 : sizeof(floatX);
-    key.align_a = lt_alignment(s->A, s->batch > 1 ? s->stride_a * (long long)xs : 0);
-    key.align_b = lt_alignment(s->B, s->batch > 1 ? s->stride_b * (long long)xs : 0);
-    key.align_d = lt_alignment(s->D, s->batch > 1 ? s->stride_d * (long long)ds : 0);
+    key.align_a = lt_alignment(s->A);
+    key.align_b = lt_alignment(s->B);
+    key.align_d = lt_alignment(s->D);
     return key;
 }
 
@@ -840,11 +955,11 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* s) {
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
     }
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    lt_layout(&p->la, CUDA_R_X, key->transa ? key->k : key->m, key->transa ? key->m : key->k, key->lda, key->batch,
-              key->stride_a);
-    lt_layout(&p->lb, CUDA_R_X, key->transb ? key->n : key->k, key->transb ? key->k : key->n, key->ldb, key->batch,
-              key->stride_b);
-    lt_layout(&p->ld, key->d_type, key->m, key->n, key->ldd, key->batch, key->stride_d);
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
+                                           key->transa ? key->m : key->k, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
+                                           key->transb ? key->k : key->n, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
 
     uint64_t ws = LT_WORKSPACE_BYTES;
     cublasLtMatmulPreference_t pref;
@@ -927,13 +1042,12 @@ static int matmul_lt(const MatmulSpec* s, int allow_missing) {
     } else {
         snprintf(why, sizeof(why), "all %d algorithms offered failed, the last with %s", tried, cublasGetStatusString(last));
     }
-    fatal("cuBLASLt cannot run a %dx%dx%d matmul (batch %d, epilogue %d, output %s): %s", s->m, s->n, s->k, s->batch,
-          (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
+    fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d, output %s): %s", s->m, s->n, s->k, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
 }
 
 // The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
 // cuBLASLt documents. Should a library version offer no algorithm for one, this fallback computes
-// the product into a bf16 buffer (allocated once, at the first use, for the largest such output:
+// the product (times alpha) into a bf16 buffer (allocated once, at the first use, for the largest such output:
 // lt_fallback_elems, set by gpt2_allocate) and adds it to the fp32 output with a kernel. It says so
 // once, since it costs accuracy.
 static floatX* lt_fallback = NULL;
@@ -946,7 +1060,7 @@ __global__ void accumulate_fp32_kernel(float* d, const floatX* src, float beta, 
 
 static int matmul_fp32_out_fallback(const MatmulSpec* s) {
     size_t n = (size_t)s->m * s->n;
-    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->batch != 1 || s->ldd != s->m ||
+    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->ldd != s->m ||
         s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || s->alpha != 1.0f || n > lt_fallback_elems) {
         return 0;
     }
@@ -1044,12 +1158,13 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
     matmul_lt(&s, 0);
 }
 
-// dinp = dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre, the
-// layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
+// dinp = alpha dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre,
+// the layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
-                                  int BT, int C, int OC, const floatX* gelu_pre) {
+                                  int BT, int C, int OC, const floatX* gelu_pre, float alpha = 1.0f) {
     MatmulSpec s = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
     s.d_type = dinp_type;
+    s.alpha = alpha;
     s.beta = beta;
     if (gelu_pre) {
         if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
@@ -1065,270 +1180,167 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
     matmul_lt(&s, 0);
 }
 
-// dW += dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when given
-static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC) {
+// dW += alpha dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when
+// given (with alpha 1: the bias of a layer whose gradient is scaled has no column sum here)
+static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC,
+                                   float alpha = 1.0f) {
+    if (dbias && alpha != 1.0f) { fatal("matmul_backward_weight: a bias gradient takes alpha 1"); }
     MatmulSpec s = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
     s.d_type = CUDA_R_32F;
+    s.alpha = alpha;
     s.beta = 1.0f;
     matmul_lt(&s, 0);
     if (dbias) { column_grads(dbias, dout, BT, OC); }
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
-// Per (b, head): preatt = q k^T (T x T), att = causal softmax(preatt / sqrt(HS)), y = att v.
-// This section computes it with the T x T tensors, the path for head sizes that flash attention
-// (attention.cuh, below) does not take.
-//
-// The heads are first permuted into (B, NH, T, HS) so each (b, head) is a contiguous T x HS
-// block; then q k^T and att v are strided-batched cuBLASLt matmuls over the B*NH heads. The
-// row-major products map to column-major calls exactly like the linear layers:
-//   preatt = q . k^T      as "out = inp . W^T" with inp = q, W = k:   A = k (op T), B = q
-//   y      = att . v      col-major y^T = v^T att^T:                 A = v (op N), B = att (op N)
-//   datt   = dy . v^T     as preatt:                                  A = v (op T), B = dy
-//   dv     = att^T . dy   as "dW = dout^T . inp":                     A = dy (op N), B = att (op T)
-//   dq     = dpre . k     as y:                                       A = k (op N), B = dpre (op N)
-//   dk     = dpre^T . q   as dv:                                      A = q (op N), B = dpre (op T)
-// att (the probabilities, zero above the diagonal) is kept per layer for the backward pass.
-
-// Element i of a (B, NH, T, HS) head tensor lives in a row-major (B, T, row_len) tensor at this
-// offset (head h occupies channels h*HS .. h*HS + HS - 1 of the row)
-__device__ __forceinline__ size_t head_to_row_offset(size_t i, int T, int NH, int HS, size_t row_len) {
-    size_t c = i % HS, t = (i / HS) % T, h = (i / ((size_t)HS * T)) % NH, b = i / ((size_t)HS * T * NH);
-    return (b * T + t) * row_len + h * HS + c;
-}
-
-// (B, T, 3, NH, HS) <-> three (B, NH, T, HS) tensors; to_heads = 0 goes back (the backward pass)
-__global__ void permute_qkv_kernel(floatX* q, floatX* k, floatX* v, floatX* qkv, int B, int T, int NH, int HS,
-                                   int to_heads) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    size_t C = (size_t)NH * HS;
-    floatX* row = qkv + head_to_row_offset(i, T, NH, HS, 3 * C);
-    if (to_heads) {
-        q[i] = row[0];
-        k[i] = row[C];
-        v[i] = row[2 * C];
-    } else {
-        row[0] = q[i];
-        row[C] = k[i];
-        row[2 * C] = v[i];
-    }
-}
-
-// (B, NH, T, HS) <-> (B, T, NH*HS); to_rows = 1 goes to rows (forward), 0 back to heads
-__global__ void permute_heads_kernel(floatX* rows, floatX* heads, int B, int T, int NH, int HS, int to_rows) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * NH * T * HS) { return; }
-    size_t r = head_to_row_offset(i, T, NH, HS, (size_t)NH * HS);
-    if (to_rows) { rows[r] = heads[i]; } else { heads[i] = rows[r]; }
-}
-
-// att[row] = softmax over t2 <= t of preatt[row][t2] * scale, zero for t2 > t. One warp per row
-// (b, head, t), max and sum in fp32.
-__global__ void softmax_forward_kernel(floatX* att, const floatX* preatt, int rows, int T, float scale) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= rows) { return; }
-    int t = r % T;
-    const floatX* p = preatt + (size_t)r * T;
-    floatX* a = att + (size_t)r * T;
-    float maxval = -INFINITY;
-    for (int i = lane; i <= t; i += 32) { maxval = fmaxf(maxval, (float)p[i] * scale); }
-    maxval = warp_max(maxval);
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) { sum += expf((float)p[i] * scale - maxval); }
-    float inv = 1.0f / warp_sum(sum);
-    for (int i = lane; i < T; i += 32) { a[i] = (floatX)(i <= t ? expf((float)p[i] * scale - maxval) * inv : 0.0f); }
-}
-
-// through the softmax and the scale: dpre[t2] = att[t2] (datt[t2] - sum_j att[j] datt[j]) * scale.
-// In place (d holds datt on entry, dpre on exit); one warp per row.
-__global__ void softmax_backward_kernel(floatX* d, const floatX* att, int rows, int T, float scale) {
-    int r = warp_row(), lane = threadIdx.x % 32;
-    if (r >= rows) { return; }
-    int t = r % T;
-    floatX* dr = d + (size_t)r * T;
-    const floatX* a = att + (size_t)r * T;
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) { sum += (float)a[i] * (float)dr[i]; }
-    sum = warp_sum(sum);
-    for (int i = lane; i < T; i += 32) {
-        dr[i] = (floatX)(i <= t ? (float)a[i] * ((float)dr[i] - sum) * scale : 0.0f);
-    }
-}
-
-// the scratch buffers attention needs besides its saved activations (all (B, NH, T, HS) or (B, NH, T, T))
-typedef struct {
-    floatX *q, *k, *v;  // the heads of the current layer
-    floatX* preatt;     // (B, NH, T, T); in the backward pass it holds datt, then dpre
-    floatX* y;          // (B, NH, T, HS) att . v before the heads go back into rows; dy backward
-    floatX *dq, *dk, *dv;
-} AttentionScratch;
-
-// a batched (B*NH heads) matmul between head-shaped tensors; arguments as in matmul_spec, plus strides
-static void head_matmul(floatX* D, int m, int n, int k, const floatX* A, int transa, int lda, long long sa, const floatX* Bm,
-                        int transb, int ldb, long long sb, int ldd, long long sd, int heads) {
-    MatmulSpec s = matmul_spec(m, n, k, A, transa, lda, Bm, transb, ldb, D, ldd);
-    s.stride_a = sa;
-    s.stride_b = sb;
-    s.stride_d = sd;
-    s.batch = heads;
-    matmul_lt(&s, 0);
-}
-
-static void attention_forward(floatX* out, floatX* att, floatX* qkv, AttentionScratch* sc, int B, int T, int C, int NH) {
-    int HS = C / NH, heads = B * NH, rows = B * NH * T;
-    long long sth = (long long)T * HS, stt = (long long)T * T;
-    int blocks = ceil_div((long)B * T * C, 256);
-    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);
-    cudaCheckLaunch();
-    head_matmul(sc->preatt, T, T, HS, sc->k, 1, HS, sth, sc->q, 0, HS, sth, T, stt, heads);  // q . k^T
-    softmax_forward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(att, sc->preatt, rows, T, 1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
-    head_matmul(sc->y, HS, T, T, sc->v, 0, HS, sth, att, 0, T, stt, HS, sth, heads);  // att . v
-    permute_heads_kernel<<<blocks, 256>>>(out, sc->y, B, T, NH, HS, 1);
-    cudaCheckLaunch();
-}
-
-// dqkv = the gradient of qkv (overwritten) given dout = dL/d(attention output rows)
-static void attention_backward(floatX* dqkv, floatX* dout, floatX* qkv, const floatX* att, AttentionScratch* sc, int B,
-                               int T, int C, int NH) {
-    int HS = C / NH, heads = B * NH, rows = B * NH * T;
-    long long sth = (long long)T * HS, stt = (long long)T * T;
-    int blocks = ceil_div((long)B * T * C, 256);
-    permute_qkv_kernel<<<blocks, 256>>>(sc->q, sc->k, sc->v, qkv, B, T, NH, HS, 1);  // this layer's heads again
-    cudaCheckLaunch();
-    permute_heads_kernel<<<blocks, 256>>>(dout, sc->y, B, T, NH, HS, 0);  // dy in head layout
-    cudaCheckLaunch();
-    floatX* datt = sc->preatt;
-    head_matmul(datt, T, T, HS, sc->v, 1, HS, sth, sc->y, 0, HS, sth, T, stt, heads);   // datt = dy . v^T
-    head_matmul(sc->dv, HS, T, T, sc->y, 0, HS, sth, att, 1, T, stt, HS, sth, heads);   // dv = att^T . dy
-    softmax_backward_kernel<<<row_blocks(rows), ROW_WARPS * 32>>>(datt, att, rows, T, 1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
-    head_matmul(sc->dq, HS, T, T, sc->k, 0, HS, sth, datt, 0, T, stt, HS, sth, heads);  // dq = dpre . k
-    head_matmul(sc->dk, HS, T, T, sc->q, 0, HS, sth, datt, 1, T, stt, HS, sth, heads);  // dk = dpre^T . q
-    permute_qkv_kernel<<<blocks, 256>>>(sc->dq, sc->dk, sc->dv, dqkv, B, T, NH, HS, 0);
-    cudaCheckLaunch();
-}
-
-// ----------------------------------------------------------------------------
-// flash attention: the same attention without any T x T tensor, in attention.cuh (a chapter of
-// its own, like siamese.cuh; dev/cuda times it against the path above). It runs wherever
-// flash_attention_tile accepts the head size; the path above takes the others.
+// causal self-attention: qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels; per
+// (b, head) out = causal softmax(q k^T / sqrt(HS)) v. Flash attention, in attention.cuh (a chapter
+// of its own, like siamese.cuh): q, k, v read straight from the qkv rows, the output written into
+// the (B, T, C) rows the projection reads, and per row a log-sum-exp saved for the backward pass
+// instead of any (B, NH, T, T) tensor. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
 // ----------------------------------------------------------------------------
 // the fused classifier: softmax cross-entropy over the V real entries of each logits row (the
-// entries V..Vp-1 are padding), one block per row. Each thread keeps an online (max, sum of
-// exp) over its strided entries, the block merges them in fp32, and then
-//     loss[row] = logsumexp - logit[target]
-// and, with write_grad, the row is overwritten IN PLACE by its gradient
+// entries V..Vp-1 are padding) and its gradient, in ONE pass over the row:
+//     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
-// so the probabilities never exist as a tensor. The forward pass calls it without write_grad
-// (the logits stay inspectable), the backward pass with it (recomputing the row statistics).
+// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor
+// and the backward pass starts from dlogits. dloss = 1 / (B*T), the gradient of the mean loss;
+// the backward pass applies its loss scale as the alpha of the two matmuls that read dlogits.
+// So every forward pass with targets, training or evaluation, leaves dlogits behind, not logits;
+// one without targets (sampling) runs no classifier and leaves the logits to be read.
+//
+// One block of CLASSIFIER_THREADS threads per row. Each thread holds its share of the row in
+// registers as fp32, with -inf for the padding: CLASSIFIER_PER_THREAD entries, read in units of 4
+// bytes (units t, t + CLASSIFIER_THREADS, ... for thread t: each warp access is 128 contiguous
+// bytes). Then
+//   1. the row max M: each thread's max, then block_reduce;
+//   2. e_i = exp(x_i - M), kept in the registers in place of x_i (the one expf per entry), and the
+//      row sum S of them: each thread's sum, then block_reduce;
+//   3. loss = M + log S - logit[target] (thread 0), and dlogits_i = e_i * (dloss / S), less dloss
+//      at the target, stored from the registers.
+// The row is read from memory once and written once. That holds for rows of up to CLASSIFIER_TILE
+// = 51200 entries (GPT-2's 50304 among them): classifier_kernel<true>. 50 fp32 entries per thread
+// are what 1024 threads can keep in their 64 registers without a spill (ptxas, CUDA 13, sm_90;
+// 16-byte units, 56 entries in 7 of them, spill 96 bytes per thread). A longer row takes
+// classifier_kernel<false>, the same kernel over tiles of CLASSIFIER_TILE entries, each step a
+// loop over the tiles that loads each one again (and step 3 computes its exponentials again): it
+// reads the row three times and calls expf twice per entry.
+//
+// Per launch at d12, B = 64, T = 1024 (65536 rows, V = 50257, Vp = 50304, bf16): reads and writes
+// 65536 x 50304 x 2 bytes each (6.59 GB + 6.59 GB; targets and losses 0.5 MB): 13.19 GB, 3.94 ms
+// at H100 SXM's 3.35 TB/s. 65536 x 50257 = 3.29e9 expf and about 4 flops per entry (max, subtract,
+// add, multiply): 13.2 GFLOP, far below what bounds it (memory).
 
-#define CLASSIFIER_THREADS 512
+#define CLASSIFIER_THREADS 1024
+#define CLASSIFIER_PER_THREAD 50
+#define CLASSIFIER_TILE (CLASSIFIER_THREADS * CLASSIFIER_PER_THREAD)
+#define CLASSIFIER_W ((int)(4 / sizeof(floatX)))  // entries per 4-byte unit: 2 bf16, 1 fp32
+#define CLASSIFIER_UNITS (CLASSIFIER_PER_THREAD / CLASSIFIER_W)  // units per thread
+typedef Pack<floatX, CLASSIFIER_W> ClassifierUnit;
 
-// merges a (max, sum of exp(v - max)) pair into another; an empty pair has max = -inf
-__device__ __forceinline__ void softmax_merge(float* m, float* s, float m2, float s2) {
-    float mn = fmaxf(*m, m2);
-    if (mn == -INFINITY) { return; }
-    *s = *s * expf(*m - mn) + s2 * expf(m2 - mn);
-    *m = mn;
-}
-
-// the log-sum-exp of the block's row from each thread's (max, sum of exp(v - max)): the warps
-// merge by shuffles, then every thread merges the warps' pairs in the same order
-__device__ float block_lse(float m, float s) {
+// the max (is_max) or the sum of v over the block, returned to every thread: each warp reduces by
+// shuffles, its lane 0 posts the result in posts[warp] (shared memory), and after the barrier every
+// thread combines the posts in warp order, so every thread gets the same bits. The posts must not
+// be written again before every thread has read them: two reductions in a row use two arrays.
+__device__ float block_reduce(float v, int is_max, float* posts) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
-        softmax_merge(&m, &s, m2, s2);
-    }
-    __shared__ float wm[32], wsum[32];
-    if (lane == 0) { wm[warp] = m; wsum[warp] = s; }
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) { posts[warp] = v; }
     __syncthreads();
-    m = -INFINITY;
-    s = 0.0f;
-    for (int w = 0; w < (int)blockDim.x / 32; w++) { softmax_merge(&m, &s, wm[w], wsum[w]); }
-    return m + logf(s);
+    v = is_max ? -INFINITY : 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) { v = is_max ? fmaxf(v, posts[w]) : v + posts[w]; }
+    return v;
 }
 
-__device__ __forceinline__ float classifier_grad(float logit, int i, float lse, int V, int target, float dloss) {
-    float g = i < V ? expf(logit - lse) * dloss : 0.0f;
-    return i == target ? g - dloss : g;
+// the unit index of this thread's k-th unit of tile t
+__device__ __forceinline__ int classifier_unit(int t, int k) {
+    return t * (CLASSIFIER_TILE / CLASSIFIER_W) + threadIdx.x + k * CLASSIFIER_THREADS;
 }
 
-// two passes over the row from memory: the path for rows too long (or not aligned) for the one-pass
-// classifier_row_kernel below
-__global__ void classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
-                                  int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x;
+// x = this thread's units of tile t of the row, as fp32; -inf for the padding and past the row
+__device__ __forceinline__ void classifier_load(float (*x)[CLASSIFIER_W], const floatX* row, int t, int V, int Vp) {
+    for (int k = 0; k < CLASSIFIER_UNITS; k++) {
+        int j = classifier_unit(t, k);
+        if (j < Vp / CLASSIFIER_W) {
+            ClassifierUnit u = load_pack<CLASSIFIER_W>(row + (size_t)j * CLASSIFIER_W);
+            for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = j * CLASSIFIER_W + e < V ? (float)u.v[e] : -INFINITY; }
+        } else {
+            for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = -INFINITY; }
+        }
+    }
+}
+
+// x = exp(x - M) in place; returns their sum
+__device__ __forceinline__ float classifier_exp(float (*x)[CLASSIFIER_W], float M) {
+    float s = 0.0f;
+    for (int k = 0; k < CLASSIFIER_UNITS; k++) {
+        for (int e = 0; e < CLASSIFIER_W; e++) {
+            x[k][e] = expf(x[k][e] - M);
+            s += x[k][e];
+        }
+    }
+    return s;
+}
+
+template <bool WHOLE_ROW>
+__global__ void __launch_bounds__(CLASSIFIER_THREADS)
+    classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp) {
+    __shared__ float max_posts[CLASSIFIER_THREADS / 32], sum_posts[CLASSIFIER_THREADS / 32];
+    int row = blockIdx.x;
     floatX* l = logits + (size_t)row * Vp;
     int target = targets[row];
     float target_logit = (float)l[target];  // read before any thread may overwrite the row
-    float m = -INFINITY, s = 0.0f;
-    for (int i = tid; i < V; i += blockDim.x) { softmax_merge(&m, &s, (float)l[i], 1.0f); }
-    float lse = block_lse(m, s);
-    if (tid == 0) { losses[row] = lse - target_logit; }
-    if (!write_grad) { return; }
-    for (int i = tid; i < Vp; i += blockDim.x) { l[i] = (floatX)classifier_grad((float)l[i], i, lse, V, target, dloss); }
-}
-
-// One pass, the path wherever the row fits: CLASSIFIER_ROW_THREADS threads each load their (at
-// most CLASSIFIER_ROW_VECS) 16-byte vectors of the row into registers at once, take their max and
-// then their sum of exp from the registers, merge once across the block, and write the gradient
-// from the same registers: the row is read from memory once. Rows up to
-// CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X entries (57344 bf16; more in fp32, where
-// the registers spill: the FP32 build is for parity); longer rows take classifier_kernel.
-#define CLASSIFIER_ROW_THREADS 1024
-#define CLASSIFIER_ROW_VECS (7 * 8 / VEC_X)
-
-__global__ void __launch_bounds__(CLASSIFIER_ROW_THREADS)
-    classifier_row_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_grad) {
-    int row = blockIdx.x, tid = threadIdx.x;
-    floatX* l = logits + (size_t)row * Vp;
-    VecX* l4 = (VecX*)l;
-    int target = targets[row], nvec = Vp / VEC_X;
-    float target_logit = (float)l[target];  // read before any thread may overwrite the row
-    VecX v[CLASSIFIER_ROW_VECS];
-    float m = -INFINITY, s = 0.0f;
-    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
-        int j = tid + k * CLASSIFIER_ROW_THREADS;
-        if (j < nvec) {
-            v[k] = l4[j];
-            for (int e = 0; e < VEC_X; e++) { if (j * VEC_X + e < V) { m = fmaxf(m, (float)v[k].v[e]); } }
+    int tiles = WHOLE_ROW ? 1 : ceil_div_dev(Vp, CLASSIFIER_TILE);
+    float x[CLASSIFIER_UNITS][CLASSIFIER_W];
+    // 1. the row max
+    float m = -INFINITY;
+    for (int t = 0; t < tiles; t++) {
+        classifier_load(x, l, t, V, Vp);
+        for (int k = 0; k < CLASSIFIER_UNITS; k++) {
+            for (int e = 0; e < CLASSIFIER_W; e++) { m = fmaxf(m, x[k][e]); }
         }
     }
-    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
-        int j = tid + k * CLASSIFIER_ROW_THREADS;
-        if (j < nvec) {
-            for (int e = 0; e < VEC_X; e++) { if (j * VEC_X + e < V) { s += expf((float)v[k].v[e] - m); } }
-        }
+    float M = block_reduce(m, 1, max_posts);
+    // 2. the sum of exp(x - M)
+    float s = 0.0f;
+    for (int t = 0; t < tiles; t++) {
+        if (!WHOLE_ROW) { classifier_load(x, l, t, V, Vp); }
+        s += classifier_exp(x, M);
     }
-    float lse = block_lse(m, s);
-    if (tid == 0) { losses[row] = lse - target_logit; }
-    if (!write_grad) { return; }
-    for (int k = 0; k < CLASSIFIER_ROW_VECS; k++) {
-        int j = tid + k * CLASSIFIER_ROW_THREADS;
-        if (j < nvec) {
-            for (int e = 0; e < VEC_X; e++) {
-                v[k].v[e] = (floatX)classifier_grad((float)v[k].v[e], j * VEC_X + e, lse, V, target, dloss);
+    float S = block_reduce(s, 0, sum_posts);
+    if (threadIdx.x == 0) { losses[row] = M + logf(S) - target_logit; }
+    // 3. dlogits, in place
+    float scale = dloss / S;
+    for (int t = 0; t < tiles; t++) {
+        if (!WHOLE_ROW) {
+            classifier_load(x, l, t, V, Vp);
+            classifier_exp(x, M);
+        }
+        for (int k = 0; k < CLASSIFIER_UNITS; k++) {
+            int j = classifier_unit(t, k);
+            if (j >= Vp / CLASSIFIER_W) { continue; }
+            ClassifierUnit g;
+            for (int e = 0; e < CLASSIFIER_W; e++) {
+                float d = x[k][e] * scale;  // 0 on the padding: exp(-inf) = 0
+                g.v[e] = (floatX)(j * CLASSIFIER_W + e == target ? d - dloss : d);
             }
-            l4[j] = v[k];
+            store_pack<CLASSIFIER_W>(l + (size_t)j * CLASSIFIER_W, g);
         }
     }
 }
 
-// losses for every row of logits; with write_grad the rows become dL/dlogits (see above)
-static void classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
-                       int write_grad) {
-    if (Vp <= CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X && vec_fits(logits, Vp)) {
-        classifier_row_kernel<<<BT, CLASSIFIER_ROW_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
-    } else {
-        classifier_kernel<<<BT, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+// losses of every row of logits, and the rows overwritten by dL/dlogits for dloss = 1 / BT (above).
+// The rows must be whole 4-byte units (the trainer's Vp is a multiple of 128).
+static void classifier(floatX* logits, float* losses, const int* targets, int BT, int V, int Vp) {
+    if ((uintptr_t)logits % 4 != 0 || Vp % CLASSIFIER_W != 0) {
+        fatal("classifier: logits rows of %d entries are not whole 4-byte units", Vp);
     }
+    auto kernel = Vp <= CLASSIFIER_TILE ? classifier_kernel<true> : classifier_kernel<false>;
+    kernel<<<BT, CLASSIFIER_THREADS>>>(logits, losses, targets, 1.0f / BT, V, Vp);
     cudaCheckLaunch();
 }
 
@@ -1415,14 +1427,13 @@ typedef struct {
     floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
     floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x)
     floatX* qkv;       // (L, B, T, 3C)
-    floatX* att;       // (L, B, NH, T, T) attention probabilities (empty with flash attention)
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
     floatX* fch_gelu;  // (L, B, T, 4C)
     floatX* blockout;  // (2L, B, T, C)   z, the block output
     floatX* lnfsum;    // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
     floatX* lnf;       // (B, T, C)       h, the final LN output
-    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in the backward pass
+    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in a forward pass with targets
 } ActivationsX;
 #define NUM_ACTS_X ((int)(sizeof(ActivationsX) / sizeof(floatX*)))
 
@@ -1441,24 +1452,23 @@ typedef struct {
     float* lnf_mean;   // (B, T)
     float* lnf_rstd;
     float* losses;     // (B, T)
-    float* att_lse;    // (L, B, NH, T) flash attention: each row's log-sum-exp (empty otherwise)
+    float* att_lse;    // (L, B, NH, T) attention: each row's log-sum-exp (attention.cuh)
 } ActivationsF;
 #define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
 
-// flash: 1 when attention runs the flash kernels (no T x T tensors, a log-sum-exp per row instead)
-static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
+static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T, F = flash != 0;
+    size_t BT = (size_t)B * T;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t vx[] = {
         (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
-        U * 2 * L * BT * C, L * BT * 3 * C, (1 - F) * L * B * NH * T * T, L * BT * C, L * BT * 4 * C, L * BT * 4 * C,
-        2 * L * BT * C, S * BT * C, BT * C, BT * Vp,
+        U * 2 * L * BT * C, L * BT * 3 * C, L * BT * C, L * BT * 4 * C, L * BT * 4 * C, 2 * L * BT * C, S * BT * C,
+        BT * C, BT * Vp,
     };
     size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
-                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, F * L * B * NH * T};
+                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, L * B * NH * T};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_ACTS_X, "one size per floatX activation");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_ACTS_F, "one size per fp32 activation");
     for (int i = 0; i < NUM_ACTS_X; i++) { sx[i] = vx[i]; }
@@ -1471,7 +1481,6 @@ typedef struct {
     floatX* datty;  // (B, T, C)
     floatX* dqkv;   // (B, T, 3C)
     floatX* dfch;   // (B, T, 4C) dL/d(MLP pre-activation)
-    floatX *q, *k, *v, *preatt, *y, *dq, *dk, *dv;  // AttentionScratch (empty with flash attention)
 } ScratchX;
 #define NUM_SCRATCH_X ((int)(sizeof(ScratchX) / sizeof(floatX*)))
 
@@ -1480,17 +1489,16 @@ typedef struct {
     float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
     float* dy;    // (B, T, C) dL/d(stream Y)
     float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* att_dot;  // (B, NH, T) flash attention: sum_c dO O per row (empty otherwise)
+    float* att_dot;  // (B, NH, T) attention: sum_c dO O per row
+    float* att_dq;   // attention: the fp32 dQ splits (attention.cuh, flash_dq_acc_floats_upto)
 } ScratchF;
 #define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
 
-static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int flash) {
+static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
     size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the gradients of Y and its LayerNorms
-    size_t A = flash == 0;  // the old attention path's head tensors
-    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C, A * BT * C, A * BT * C, A * BT * C, A * B * NH * T * T,
-                   A * BT * C, A * BT * C, A * BT * C, A * BT * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, (1 - A) * B * NH * T};
+    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C};
+    size_t vf[] = {BT * C, S * BT * C, BT * C, B * NH * T, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))};
     static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
     static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
     for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
@@ -1529,6 +1537,24 @@ static void* pinned_malloc_check(size_t bytes, const char* what) {
     return p;
 }
 
+static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
+    tc->BT = BT;
+    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
+    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
+    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+}
+
+static void token_chunks_free(TokenChunks* tc) {
+    cudaCheck(cudaFreeHost(tc->list));
+    cudaCheck(cudaFree(tc->d_list));
+    free(tc->group_of_token);
+    free(tc->group_token);
+    free(tc->group_end);
+}
+
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
@@ -1555,7 +1581,6 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
-    int flash_tile;                // flash attention's tile, 0: the T x T path (a head size flash does not take)
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // pinned host (B, T) tokens of the last forward pass
     int* targets;                  // pinned host (B, T) its targets
@@ -1563,17 +1588,10 @@ typedef struct {
     int* d_targets;
     cudaEvent_t tokens_copied;     // recorded after the copies of inputs and targets to the device
     int tokens_in_flight;          // those copies may still be running (nothing waited for them since)
-    int has_targets;
+    int has_targets;               // the last forward pass had targets: the logits hold dL/dlogits
     float mean_loss;               // of the last forward pass with targets
     float* host_losses;            // pinned (B, T)
-    // the embedding gradient's grouping of positions by token (see wte_backward_kernel)
-    int num_buckets;
-    int* bucket_of_token;          // host (V), -1 when unused
-    int* bucket_token;             // pinned host (BT) the token of each bucket, in order of first appearance
-    int* bucket_start;             // pinned host (BT + 1)
-    int* bucket_pos;               // pinned host (BT) positions, grouped by bucket, increasing within one
-    int* bucket_count;             // host (BT) scratch
-    int* d_buckets;                // device: token (BT), start (BT + 1), pos (BT)
+    TokenChunks chunks;            // the embedding gradient's work list of the last forward pass with targets
     float* d_norm_partials;        // device (NORM_MAX_BLOCKS)
     float* host_norm_partials;     // pinned
     // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
@@ -1677,14 +1695,13 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
-    char why[200];
-    m->flash_tile = flash_attention_tile(cfg->channels / cfg->num_heads, why, sizeof(why));
-    if (m->flash_tile == 0) { printf("note: flash attention off: %s; attention keeps its T x T path\n", why); }
-    fill_activation_sizes(ax, af, cfg, B, T, m->flash_tile > 0);
+    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
+    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
+    fill_activation_sizes(ax, af, cfg, B, T);
     m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
     m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
     m->activation_bytes += bytes;
-    fill_scratch_sizes(sx, sf, cfg, B, T, m->flash_tile > 0);
+    fill_scratch_sizes(sx, sf, cfg, B, T);
     m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
     m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
     m->scratch_bytes += bytes;
@@ -1696,13 +1713,7 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     cudaCheck(cudaEventCreateWithFlags(&m->tokens_copied, cudaEventDisableTiming));
     m->tokens_in_flight = 0;
     m->host_losses = (float*)pinned_malloc_check(BT * sizeof(float), "losses");
-    m->bucket_of_token = (int*)malloc_check((size_t)cfg->vocab_size * sizeof(int), "token buckets");
-    for (int i = 0; i < cfg->vocab_size; i++) { m->bucket_of_token[i] = -1; }
-    m->bucket_token = (int*)pinned_malloc_check(BT * sizeof(int), "token buckets");
-    m->bucket_start = (int*)pinned_malloc_check((BT + 1) * sizeof(int), "token buckets");
-    m->bucket_pos = (int*)pinned_malloc_check(BT * sizeof(int), "token buckets");
-    m->bucket_count = (int*)malloc_check(BT * sizeof(int), "token buckets");
-    m->d_buckets = (int*)cuda_malloc_check((3 * BT + 1) * sizeof(int), "token buckets");
+    token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
@@ -1723,45 +1734,14 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
 static void gpt2_free(GPT2* m) {
     void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,     m->m_memory,
                       m->v_memory,      m->acts_x_memory,   m->acts_f_memory,    m->scratch_x_memory,
-                      m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_buckets,
-                      m->d_norm_partials};
-    void* pinned[] = {m->inputs,       m->targets,    m->host_losses, m->bucket_token,
-                      m->bucket_start, m->bucket_pos, m->host_norm_partials};
-    void* host[] = {m->host_params, m->bucket_of_token, m->bucket_count};
+                      m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_norm_partials};
+    void* pinned[] = {m->inputs, m->targets, m->host_losses, m->host_norm_partials};
+    void* host[] = {m->host_params};
     if (m->inputs) { cudaCheck(cudaEventDestroy(m->tokens_copied)); }  // made by gpt2_allocate
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
     for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
-}
-
-// groups the positions of the current inputs by token (a counting sort in order of first
-// appearance) and uploads the groups for wte_backward_kernel (from pinned memory, without waiting:
-// gpt2_forward reads the loss back after this, which waits for the upload too, before these
-// host arrays are written again)
-static void gpt2_prepare_buckets(GPT2* m, int BT) {
-    int nb = 0;
-    for (int i = 0; i < BT; i++) {
-        int tok = m->inputs[i];
-        if (m->bucket_of_token[tok] < 0) {
-            m->bucket_of_token[tok] = nb;
-            m->bucket_token[nb] = tok;
-            m->bucket_count[nb] = 0;
-            nb++;
-        }
-        m->bucket_count[m->bucket_of_token[tok]]++;
-    }
-    m->bucket_start[0] = 0;
-    for (int k = 0; k < nb; k++) {
-        m->bucket_start[k + 1] = m->bucket_start[k] + m->bucket_count[k];
-        m->bucket_count[k] = m->bucket_start[k];  // now the fill cursor of bucket k
-    }
-    for (int i = 0; i < BT; i++) { m->bucket_pos[m->bucket_count[m->bucket_of_token[m->inputs[i]]]++] = i; }
-    for (int k = 0; k < nb; k++) { m->bucket_of_token[m->bucket_token[k]] = -1; }
-    m->num_buckets = nb;
-    int* d = m->d_buckets;
-    cudaCheck(cudaMemcpyAsync(d, m->bucket_token, nb * sizeof(int), cudaMemcpyHostToDevice, 0));
-    cudaCheck(cudaMemcpyAsync(d + BT, m->bucket_start, (nb + 1) * sizeof(int), cudaMemcpyHostToDevice, 0));
-    cudaCheck(cudaMemcpyAsync(d + 2 * BT + 1, m->bucket_pos, BT * sizeof(int), cudaMemcpyHostToDevice, 0));
+    if (m->inputs) { token_chunks_free(&m->chunks); }
 }
 
 // the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
@@ -1795,11 +1775,6 @@ static SiameseStats final_stats(const ActivationsF* a) {
     return st;
 }
 
-static AttentionScratch attention_scratch(const ScratchX* s) {
-    AttentionScratch a = {s->q, s->k, s->v, s->preatt, s->y, s->dq, s->dk, s->dv};
-    return a;
-}
-
 // ----------------------------------------------------------------------------
 // forward
 
@@ -1813,13 +1788,8 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     if (s == 0) {
         floatX* qkv = a->qkv + lBT * 3 * C;
         floatX* atty = a->atty + lBT * C;
-        AttentionScratch sc = attention_scratch(&m->sx);
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
-        if (m->flash_tile) {
-            flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH, m->flash_tile);
-        } else {
-            attention_forward(atty, a->att + lBT * NH * T, qkv, &sc, B, T, C, NH);
-        }
+        flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH);
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
     } else {
         floatX* fch = a->fch + lBT * 4 * C;
@@ -1829,8 +1799,9 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     }
 }
 
-// forward pass on host tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss.
-// B and T may be smaller than allocated (sampling runs B = 1).
+// forward pass on host tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss,
+// and the logits are replaced by dL/dlogits (the classifier). B and T may be smaller than allocated
+// (sampling runs B = 1).
 static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
     if (m->acts_x_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
@@ -1930,10 +1901,12 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     }
     matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
     if (targets) {
-        classifier(a->logits, f->losses, m->d_targets, 0.0f, BT, V, Vp, 0);
-        // the embedding gradient's grouping by token: host work, done while the GPU runs the forward
-        // pass just enqueued (kernel launches return at once); its upload queues behind them
-        gpt2_prepare_buckets(m, BT);
+        classifier(a->logits, f->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
+        // the embedding gradient's work list: host work, done while the GPU runs the forward pass
+        // just enqueued (kernel launches return at once); its upload queues behind them, and the
+        // wait for the losses below waits for it too, before the next forward pass rewrites the list
+        token_chunks_build(&m->chunks, m->inputs, BT);
+        token_chunks_upload(&m->chunks);
         // the one wait of a forward pass in training: for the losses, after every copy and kernel above
         cudaCheck(cudaMemcpy(m->host_losses, f->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         m->tokens_in_flight = 0;
@@ -1964,13 +1937,8 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
-        if (m->flash_tile) {
-            flash_attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
-                                     m->af.att_lse + lBT * NH, m->sf.att_dot, B, T, C, NH, m->flash_tile);
-        } else {
-            AttentionScratch as = attention_scratch(sc);
-            attention_backward(sc->dqkv, sc->datty, a->qkv + lBT * 3 * C, a->att + lBT * NH * T, &as, B, T, C, NH);
-        }
+        flash_attention_backward(sc->dqkv, m->sf.att_dq, m->sf.att_dot, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
+                                 m->af.att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
         matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
     } else {
@@ -1989,7 +1957,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     if (!m->has_targets) { fatal("gpt2_backward: the last forward pass had no targets"); }
     const GPT2Config* cfg = &m->config;
     int B = m->cur_B, T = m->cur_T, BT = B * T;
-    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
+    int Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
     ParameterTensorsX* p = &m->params_x;
     ParameterTensors* g = &m->grads;
     ActivationsX* a = &m->ax;
@@ -1999,10 +1967,10 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
 
-    // classifier and the tied output layer: dlogits (in place), then dh (fp32, in du) and dwte
-    classifier(a->logits, f->losses, m->d_targets, loss_scale / BT, BT, V, Vp, 1);
-    matmul_backward_input(sf->du, CUDA_R_32F, 0.0f, a->logits, p->wte, BT, C, Vp, NULL);
-    matmul_backward_weight(g->wte, NULL, a->logits, a->lnf, BT, C, Vp);
+    // the tied output layer, from the dlogits the forward pass left (for dloss = 1 / BT; the loss
+    // scale is the matmuls' alpha): dh (fp32, in du) and dwte
+    matmul_backward_input(sf->du, CUDA_R_32F, 0.0f, a->logits, p->wte, BT, C, Vp, NULL, loss_scale);
+    matmul_backward_weight(g->wte, NULL, a->logits, a->lnf, BT, C, Vp, loss_scale);
 
     // the final LayerNorm(s): dx (and dy) at the last boundary
     floatX* x_final = a->resx + 2 * L * N;
@@ -2057,9 +2025,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 
     // the embedding feeds both streams when there are two: dL/de = dx + dy
     const float* dy = norm_mode_layout(mode)->two_streams ? sf->dy : NULL;
-    const int* d = m->d_buckets;
-    wte_backward_kernel<<<m->num_buckets, 256>>>(g->wte, sf->dx, dy, d, d + BT, d + 2 * BT + 1, C);
-    cudaCheckLaunch();
+    wte_backward(g->wte, sf->du, N, sf->dx, dy, &m->chunks, C);  // du is free now: the partial rows
     wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sf->dx, dy, B, T, C);
     cudaCheckLaunch();
 }
@@ -2087,15 +2053,11 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
                               float grad_scale, int t, size_t lo, size_t hi) {
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
-        size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
-        end = end < hi ? end : hi;
-        offset += m->param_sizes[i];
-        if (start >= end) { continue; }
-        size_t n = end - start, held = start - m->opt_lo;
-        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+    ParamSlice slices[NUM_PARAMETER_TENSORS];
+    int num_slices = param_slices(m->param_sizes, lo, hi, slices);  // [lo, hi) cut at the tensors
+    for (int s = 0; s < num_slices; s++) {
+        size_t start = slices[s].start, n = slices[s].n, held = start - m->opt_lo;
+        float wd = param_tensor_decays(slices[s].tensor) ? weight_decay : 0.0f;
         adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
                                                       m->grads_memory + start, m->m_memory + held, m->v_memory + held,
                                                       n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
@@ -2165,6 +2127,7 @@ static void gpu_update(void* self, float lr, float beta1, float beta2, float eps
 }
 static const float* gpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
+    if (m->has_targets) { fatal("logits_row: the last forward pass had targets; its logits hold dL/dlogits"); }
     size_t Vp = m->config.padded_vocab_size;
     if (!host_copy.row) {
         host_copy.row_x = (floatX*)malloc_check(Vp * sizeof(floatX), "logits row (host)");
@@ -2205,10 +2168,6 @@ static void* gpu_working_weights(void* self, size_t* elem_bytes) {
     *elem_bytes = sizeof(floatX);
     return ((GPT2*)self)->params_x_memory;
 }
-static void gpu_poison_gradient(void* self) {
-    float bad = NAN;
-    cudaCheck(cudaMemcpy(((GPT2*)self)->grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
-}
 static void gpu_sync(void* self) {
     (void)self;
     cudaCheck(cudaDeviceSynchronize());
@@ -2229,6 +2188,8 @@ int main(int argc, char** argv) {
         gpt2_host_from_checkpoint(&model, run.model_path);
     }
     train_run_attach_model(&run, &model.config, model.num_parameters, "");
+    char why[200];  // attention's head sizes (attention.cuh), refused before the GPU is looked for
+    if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
     if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
@@ -2254,6 +2215,10 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
 
+    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
+
     TrainerOps ops = {
         .forward = gpu_forward,
         .backward = gpu_backward,
@@ -2266,7 +2231,6 @@ int main(int argc, char** argv) {
         .load_moments = gpu_load_moments,
         .grads = gpu_grads,
         .working_weights = gpu_working_weights,
-        .poison_gradient = gpu_poison_gradient,
         .sync = gpu_sync,
         .peak_flops = PEAK_FLOPS,
     };

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/test_kernels.sh: the CUDA trainer's kernels, executed on the CPU through the execution
 # layer (tests/cudacpu), beyond the stored shapes that test-cudacpu runs:
-#   1. a shape the stored dumps lack, written by the CPU trainer (./test_gpt2 --write): L 2, C 128,
-#      NH 2 (head size 64: flash attention), V 301, T 77 (not a multiple of the 64-row attention
-#      tile), B 2 (154 rows: three chunks of the two-stage column sums, the last one short; 20
-#      blocks of the LayerNorm backwards, the last of 2 rows).
-#      test_gpt2cu checks every mode there (FP32 build; the BF16 build too where the layer has
-#      WMMA);
+#   1. two shapes the stored dumps lack, written by the CPU trainer (./test_gpt2 --write), where
+#      test_gpt2cu checks every mode (FP32 build; the BF16 build too where the layer has WMMA):
+#      L 2, C 128, NH 2 (head size 64), V 301, T 77 (not a multiple of the 64-row attention tile),
+#      B 2 (154 rows: three chunks of the two-stage column sums, the last one short; 20 blocks of the
+#      LayerNorm backwards, the last of 2 rows); and
+#      attention's shape: L 1, C 96, NH 2 (head size 48, padded to 64), V 97, T 144 (three query
+#      and key tiles of 64, 64 and 16 rows), B 1 (2 dQ splits, the first with two key tiles);
 #   2. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
 #      and test_gpt2cu must FAIL a check; the first failing line is printed.
 # Usage: bash tests/test_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make test-kernels
@@ -17,13 +18,16 @@ work=$(mktemp -d /tmp/test_kernels.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 failed=0
 SHAPE=2,128,2,301,77,2
+ATT_SHAPE=1,96,2,97,144,1
 
-./test_gpt2 --write "$work/ref" "$SHAPE" > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
+for s in ref:$SHAPE att:$ATT_SHAPE; do
+    ./test_gpt2 --write "$work/${s%%:*}" "${s#*:}" > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
+done
 
-# check NAME BINARY: test_gpt2cu on the shape must pass
+# check NAME BINARY DUMPS: test_gpt2cu on the dumps must pass
 check() {
     local start=$SECONDS
-    if "$2" "$work/ref" > "$work/log" 2>&1 && grep -q '^all checks passed' "$work/log"; then
+    if "$2" "$3" > "$work/log" 2>&1 && grep -q '^all checks passed' "$work/log"; then
         echo "ok   $1: $(grep -c 'PASSED$' "$work/log") mode runs passed ($((SECONDS - start)) s)"
     else
         cat "$work/log"
@@ -35,20 +39,21 @@ builds="FP32:tests/bin/test_gpt2cu_fp32_cpu"
 [ -f tests/cudacpu/wmma.h ] && builds="$builds BF16:tests/bin/test_gpt2cu_cpu"
 for b in $builds; do
     make --no-print-directory "${b#*:}" WERROR=1 > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}"
+    check "test_gpt2cu ${b%%:*} at $SHAPE" "${b#*:}" "$work/ref"
+    check "test_gpt2cu ${b%%:*} at $ATT_SHAPE" "${b#*:}" "$work/att"
 done
 
-# plant KERNEL FILE 'sed expression' DESCRIPTION: the planted copy must fail a check (FP32 build;
-# one layer and one sequence of 77 tokens, to keep it short: still a tail tile, two column-sum
-# chunks and a last LayerNorm-backward block of 5 rows). KERNEL names the kernel family in the
-# report.
+# plant KERNEL FILE 'sed expression' DESCRIPTION [DUMPS [SCHEDULE]]: the planted copy must fail a
+# check (FP32 build; by default one layer and one sequence of 77 tokens, to keep it short: still a
+# tail tile, two column-sum chunks and a last LayerNorm-backward block of 5 rows; attention's plants run on its shape above). KERNEL names the
+# kernel family in the report; SCHEDULE is the layer's thread schedule (tests/cudacpu/README.md).
 ./test_gpt2 --write "$work/ref1" 1,128,2,301,77,1 > "$work/write.log" 2>&1 || { cat "$work/write.log"; exit 1; }
 mkdir -p "$work/base"  # the sources, built once; each plant starts from a copy (only its file rebuilds)
 git ls-files -z | xargs -0 cp --parents -t "$work/base"
 make --no-print-directory -C "$work/base" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1 ||
     { cat "$work/build.log"; echo "FAIL the unplanted copy does not build"; exit 1; }
 plant() {
-    local kernel=$1 file=$2 expr=$3 what=$4
+    local kernel=$1 file=$2 expr=$3 what=$4 ref=${5:-$work/ref1} schedule=${6:-forward}
     rm -rf "$work/src" && cp -a "$work/base" "$work/src"
     sleep 1  # a newer time stamp than the copied build's
     sed -i -e "$expr" "$work/src/$file"
@@ -56,19 +61,27 @@ plant() {
     if ! make --no-print-directory -C "$work/src" tests/bin/test_gpt2cu_fp32_cpu WERROR=0 > "$work/build.log" 2>&1; then
         cat "$work/build.log"; echo "FAIL plant '$what': the planted copy does not build"; failed=1; return
     fi
-    "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$work/ref1" > "$work/log" 2>&1
+    CUDACPU_SCHEDULE=$schedule "$work/src/tests/bin/test_gpt2cu_fp32_cpu" "$ref" > "$work/log" 2>&1
     if grep -q '^[0-9]* checks FAILED' "$work/log"; then
-        echo "ok   plant '$what' ($kernel) fails: $(grep -m1 'FAIL' "$work/log" | sed 's/^ *//')"
+        echo "ok   plant '$what' ($kernel, schedule $schedule) fails: $(grep -m1 'FAIL' "$work/log" | sed 's/^ *//')"
     else
         cat "$work/log"; echo "FAIL plant '$what' ($kernel): test_gpt2cu did not fail a check"; failed=1
     fi
 }
-plant flash attention.cuh 's/{ O\[r \* sm.ld_a + c\] \*= corr; }/{ }/' "output accumulator not rescaled"
-plant flash attention.cuh 's/float l_new = l_old \* corr + warp_sum(sum);/float l_new = l_old + warp_sum(sum);/' \
-    "running softmax sum not rescaled"
-plant flash attention.cuh 's/dim3 grid(ceil_div(T, tile), BNH);/dim3 grid(T \/ tile, BNH);/' "tail tile dropped (T / tile blocks)"
-plant flash attention.cuh 's/k0 + j <= t \&\& t < T/k0 + j < t \&\& t < T/' "forward mask off by one (diagonal excluded)"
-plant flash attention.cuh 's/if (tk <= tq \&\& tq < T) {/if (tk <= tq \&\& tq < T - 1) {/' "backward skips the last query"
+# attention (attention.cuh), on its shape: in the forward and the backward kernels a barrier, a
+# mask and the online-softmax bookkeeping; the dQ splits' first store and their sum's bound
+plant flash attention.cuh 's/        __syncthreads();  \/\/ the next tile is in place; this one.s buffer is free/        \/\/ (barrier planted away)/' \
+    "forward: no barrier between a key tile's math and the next tile's buffer" "$work/att"
+plant flash attention.cuh 's/float p = k0 + col + e <= t ? /float p = k0 + col + e < t ? /' \
+    "forward mask off by one (diagonal excluded)" "$work/att"
+plant flash attention.cuh 's/l_run = l_run \* corr + sum;/l_run = l_run + sum;/' "forward running sum not rescaled" "$work/att"
+plant flash attention.cuh 's/float p = k0 + r0 + row <= q0 + col ? /float p = k0 + r0 + row < q0 + col ? /' \
+    "backward mask off by one (diagonal excluded)" "$work/att"
+plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/float ds = p * dp.x[i] * scale;/' \
+    "backward dS without the row term D" "$work/att"
+plant flash attention.cuh 's/if (kt == split) {/if (kt == 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
+plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
+    "dQ sum leaves out the split of the diagonal key tile" "$work/att"
 plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { t += partials/for (int k = 0; k + 1 < splits; k++) { t += partials/' \
     "column sums drop the last chunk"
 plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
@@ -97,8 +110,8 @@ plant fold train_gpt2.cu 's/siamese_input_backward(sf->dx, sf->dy, sx->dz, siame
     "final merge backward does not write dz of the last sublayer"
 plant lngrad train_gpt2.cu 's/r_end = r_begin + block_rows < N ? r_begin + block_rows : N;/r_end = r_begin + block_rows;/' \
     "LayerNorm backward: the last block of rows runs past N (a wrong row bound)"
-plant classifier train_gpt2.cu 's/if (j \* VEC_X + e < V) { s += expf/if (j * VEC_X + e < V - 1) { s += expf/' \
-    "one-pass classifier leaves the last real entry out of the sum"
+plant classifier train_gpt2.cu 's/g.v\[e\] = (floatX)(j \* CLASSIFIER_W + e == target ? d - dloss : d);/g.v[e] = (floatX)d;/' \
+    "fused classifier leaves the one-hot out of dlogits"
 
 [ $failed = 0 ] && echo "test-kernels: passed" || echo "test-kernels: FAILED"
 exit $failed

@@ -8,7 +8,8 @@
 # It checks that
 #   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared);
 #   - every flag error of tests/cli_flags.sh, a bad checkpoint and a token out of the vocabulary end
-#     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2;
+#     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2; so does a
+#     head size above 128, which train_gpt2 takes and attention here does not;
 #   - a run that fails to start (a missing checkpoint; without a GPU, good input too) creates no
 #     output folder: -o is created and locked only once the run can start (train_gpt2 likewise);
 #   - a run with good input: without a GPU, one "error: no CUDA device ..." line, exit 1, and no
@@ -39,6 +40,9 @@ else
 fi
 
 source tests/cli_flags.sh
+# a shape the CPU trainer takes but this one does not: attention's head sizes end at 128 (attention.cuh)
+expect_error "shape: -e d1c256h1 (head size 256)" "head size 256 is not supported: attention runs head sizes 1 to 128" \
+    "$TRAIN" -e d1c256h1 "${T[@]}"
 
 # input errors found on the host: the checkpoint's header and the data against its vocabulary
 cp "$MODEL" "$W/magic.bin"

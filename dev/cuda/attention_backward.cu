@@ -6,30 +6,36 @@ P = causal softmax(q k^T / sqrt(HS)):
 
     dV = P^T dO,   dP = dO V^T,   dS = P (dP - rowsum(P dP)) / sqrt(HS),   dQ = dS K,   dK = dS^T Q
 
-version 1: train_gpt2.cu's path with the (B, NH, T, T) tensors (attention_v1.h): permute into
-           heads, batched matmuls for datt and dv, the softmax backward kernel on the saved
-           probabilities, batched matmuls for dq and dk, permute back. Its forward pass (which
-           saves the probabilities) runs before, untimed.
-version 2: the trainer's flash attention backward (../../attention.cuh; version 1's path for head
-           sizes it does not take): D = rowsum(dO O) (one small kernel), then two kernels that
-           recompute the probabilities from the log-sum-exp the forward saved: one owns 64-query
-           tiles (dQ), one owns 64-key tiles (dK, dV), WMMA tile products, fixed order, no
-           atomics. Its forward runs before, untimed.
+version 1: the backward pass on the saved (B, NH, T, T) probabilities (attention_v1.h): permute
+           into heads, batched matmuls for datt and dv, the softmax backward kernel, batched
+           matmuls for dq and dk, permute back. Its forward pass (which saves the probabilities)
+           runs before, untimed.
+version 2: flash attention with its accumulators in shared memory (attention_flash_smem.h):
+           D = rowsum(dO O), then two kernels that each recompute S and dP from the log-sum-exp:
+           one owns 64-query tiles (dQ), one owns 64-key tiles (dK, dV); 7 tile products per
+           tile pair, fixed order, no atomics. Its forward runs before, untimed.
+version 3: the trainer's backward (../../attention.cuh, flash_attention_backward): D = rowsum(dO O),
+           one kernel that owns 64-key tiles and walks the query tiles with FlashAttention-2's 5
+           tile products (S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K), dK and dV in registers,
+           each block's dQ contributions in its own fp32 slice (a split), then a kernel that sums
+           the splits in order into dQ. No atomics. S=N sets the number of splits (default: the
+           trainer's choice, flash_dq_splits). Its forward runs before, untimed.
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention backward;
-attention_ref.h, shared with attention_forward.cu). Each
-version also runs twice and must give bit-identical dqkv (determinism). Timing in ms and in
-TFLOP/s of the useful (causal) backward work, 8 * B * NH * HS * T (T + 1) / 2 flops (four
-products over the causal half; the recomputation of the scores is not counted).
+attention_ref.h, shared with attention_forward.cu): dq, dk and dv each. Each version also runs
+twice and must give bit-identical dqkv (determinism). Timing in ms and in TFLOP/s of the useful
+(causal) backward work, 8 * B * NH * HS * T (T + 1) / 2 flops (four products over the causal
+half; the recomputation of the scores is not counted).
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_backward.cu -o attention_backward -lcublas
-                              ./attention_backward [version] [B=batch] [T=seq] [NH=heads] [HS=head size]
+                              ./attention_backward [version] [B=batch] [T=seq] [NH=heads] [HS=head size] [S=splits]
     ./attention_backward ref     checks the CPU reference (finite differences; no GPU)
 Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
 a GPU yet, so no timing.
 */
 #include "attention_v1.h"
 #include "attention_ref.h"
+#include "attention_flash_smem.h"
 #include "attention.cuh"
 
 #define BATCH 8    // B (default; B= on the command line)
@@ -41,12 +47,20 @@ a GPU yet, so no timing.
 
 int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_attention_reference(); }
-    int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE;
-    const SizeArg sizes[] = {{"B", &B}, {"T", &T}, {"NH", &NH}, {"HS", &HS}};
-    int only = parse_args(argc, argv, 2, sizes, 4);
+    int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE, S = 0;
+    const SizeArg sizes[] = {{"B", &B}, {"T", &T}, {"NH", &NH}, {"HS", &HS}, {"S", &S}};
+    int only = parse_args(argc, argv, 3, sizes, 5);
+    // the versions that take this size (see attention_forward.cu)
+    char why[3][200] = {"", "", ""};
+    int tile2 = fs_attention_tile(HS, why[1], sizeof why[1]);
+    (void)flash_attention_supported(HS, why[2], sizeof why[2]);  // fills why[2] where it does not
+    for (int v = 1; v <= 3; v++) {
+        if (why[v - 1][0] != '\0' && only == v) { size_error(argv[0], why[v - 1]); }
+    }
     const int C = NH * HS;
+    int nsplits = S > 0 ? S : flash_dq_splits(B * NH, T);
     print_device();
-    printf("attention_backward: B = %d, T = %d, NH = %d, HS = %d\n", B, T, NH, HS);
+    printf("attention_backward: B = %d, T = %d, NH = %d, HS = %d (version 3: %d dQ splits)\n", B, T, NH, HS, nsplits);
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
 
     uint64_t seed = 13;
@@ -61,36 +75,47 @@ int main(int argc, char** argv) {
     V1Scratch sc = v1_scratch_alloc(B, T, NH, HS);
     float* d_lse = (float*)device_alloc((size_t)B * NH * T * sizeof(float));
     float* d_D = (float*)device_alloc((size_t)B * NH * T * sizeof(float));
-    char why[200];
-    int tile = flash_attention_tile(HS, why, sizeof(why));
-    if (tile == 0 && only != 1) { fprintf(stderr, "version 2: %s\n", why); exit(EXIT_FAILURE); }
+    float* d_dq_acc = why[2][0] ? NULL : (float*)device_alloc(flash_dq_acc_floats(B, NH, T, HS, nsplits) * sizeof(float));
     cublasHandle_t handle;
     cublas_check(cublasCreate(&handle), __LINE__);
 
     printf("CPU reference (several seconds at the real sizes)...\n");
     float* ref = (float*)host_alloc(nqkv * sizeof(float));
     float* ref_out = (float*)host_alloc(nout * sizeof(float));
-    attention_ref(ref_out, ref, qkv, dout, B, T, NH, HS);
-    float ref_max = 0.0f;
-    for (size_t i = 0; i < nqkv; i++) { ref_max = fmaxf(ref_max, fabsf(ref[i])); }
+    attention_ref(ref_out, NULL, ref, qkv, dout, B, T, NH, HS);
     float* got = (float*)host_alloc(nqkv * sizeof(float));
     float* again = (float*)host_alloc(nqkv * sizeof(float));
+    // dq, dk, dv apart (each (B * T, C) of the (B * T, 3C) rows), and the largest magnitude of each
+    size_t npart = (size_t)B * T * C;
+    float* ref_part = (float*)host_alloc(npart * sizeof(float));
+    float* got_part = (float*)host_alloc(npart * sizeof(float));
+    auto part = [&](float* dst, const float* rows, int k) {
+        for (size_t r = 0; r < (size_t)B * T; r++) { memcpy(dst + r * C, rows + r * 3 * C + k * C, C * sizeof(float)); }
+    };
 
     double flops = 8.0 * B * NH * HS * (double)T * (T + 1) / 2;
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         if (only && v != only) { continue; }
+        if (why[v - 1][0] != '\0') {
+            printf("(version %d skipped: %s)\n", v, why[v - 1]);
+            continue;
+        }
         printf("version %d\n", v);
         // the forward pass each version's backward needs (probabilities, or out and lse), untimed
         if (v == 1) {
             attention_v1(handle, d_out, d_qkv, &sc, B, T, NH, HS);
+        } else if (v == 2) {
+            fs_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile2);
         } else {
-            flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile);
+            flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
         }
         auto run = [&] {
             if (v == 1) {
                 attention_backward_v1(handle, d_dqkv, d_dout, d_qkv, &sc, B, T, NH, HS);
+            } else if (v == 2) {
+                fs_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, tile2);
             } else {
-                flash_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, tile);
+                flash_attention_backward(d_dqkv, d_dq_acc, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, nsplits);
             }
         };
         for (int k = 0; k < 2; k++) {
@@ -99,8 +124,15 @@ int main(int argc, char** argv) {
             cudaCheck(cudaDeviceSynchronize());
             from_device_bf16(k == 0 ? got : again, d_dqkv, nqkv);
         }
-        // bf16 inputs, outputs and probabilities: within 1% of the gradient's largest magnitude
-        check_close("dqkv", ref, got, nqkv, 1e-2f * ref_max, 5e-2f);
+        // bf16 inputs, outputs and probabilities: within 1% of the part's largest magnitude
+        const char* names[3] = {"dq", "dk", "dv"};
+        for (int k = 0; k < 3; k++) {
+            part(ref_part, ref, k);
+            part(got_part, got, k);
+            float ref_max = 0.0f;
+            for (size_t i = 0; i < npart; i++) { ref_max = fmaxf(ref_max, fabsf(ref_part[i])); }
+            check_close(names[k], ref_part, got_part, npart, 1e-2f * ref_max, 5e-2f);
+        }
         int same = memcmp(got, again, nqkv * sizeof(float)) == 0;
         printf("    repeat   %s\n", same ? "bit-identical" : "DIFFERS  FAIL");
         if (!same) { exit(EXIT_FAILURE); }

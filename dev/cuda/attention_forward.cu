@@ -5,27 +5,30 @@ is (B, T, C) bf16 with head h at channels h*HS:
 
     out[b, t, h] = sum_{t2 <= t} softmax_t2(q_t . k_t2 / sqrt(HS)) v_t2
 
-version 1: train_gpt2.cu's approach: permute qkv into (B, NH, T, HS) heads, batched q.k^T into a
-           (B, NH, T, T) bf16 tensor (here with cublasGemmStridedBatchedEx, fp32 accumulation; the
-           trainer uses cuBLASLt with the same shapes), a causal softmax kernel (one warp per row),
-           batched att.v, permute back into rows. Materialises two T x T tensors per head.
-version 2: a flash-attention-style kernel of our own on CUDA cores (no tensor cores yet): one
+version 1: attention with the (B, NH, T, T) matrix: permute qkv into (B, NH, T, HS) heads, batched
+           q.k^T into a bf16 (B, NH, T, T) tensor (cublasGemmStridedBatchedEx, fp32
+           accumulation), a causal softmax kernel (one warp per row), batched att.v, permute back
+           into rows (attention_v1.h). Materialises two T x T tensors per head.
+version 2: a flash-attention-style kernel on CUDA cores (no tensor cores): one
            block per (batch, head, tile of 64 queries), one thread per query holding q and its
            output accumulator in fp32 registers; tiles of 64 keys and values are staged through
            shared memory; per chunk of 32 keys the thread computes its scores, updates its
            running max and sum once (online softmax) and accumulates p.v; tiles and chunks above
-           the diagonal are skipped, the diagonal masked. No T x T tensor exists. Heavy tiles are launched
-           first. (The trainer's backward pass needs att or, for a flash backward, the row
-           log-sum-exp: this experiment is the forward only.)
-version 3: the trainer's flash attention (../../attention.cuh; the trainer's attention wherever
-           the head size allows it, version 1's path elsewhere): blocks of 64 queries (16 per
-           warp), key and value tiles in shared memory, q.k^T and P.v on tensor cores through
-           WMMA (bf16 in, fp32 accumulation), online softmax per key tile, also saving each
-           row's log-sum-exp for the backward pass (attention_backward.cu).
+           the diagonal are skipped, the diagonal masked. No T x T tensor exists. Heavy tiles are
+           launched first. Forward only (no log-sum-exp saved).
+version 3: flash attention with its accumulators in shared memory (attention_flash_smem.h): blocks
+           of 64 queries (16 per warp), key and value tiles loaded one bf16 at a time, WMMA
+           tile products, O round-tripping through shared memory in fp32 every tile, the online
+           softmax 16 rows at a time with full-warp reductions; saves the row log-sum-exp.
+version 4: the trainer's forward (../../attention.cuh, flash_attention_forward): FlashAttention-2's
+           design at a compile-time padded head size (16, 32, 64, 128): 16-byte loads of the q, k,
+           v tiles, the next key/value tile loaded during the current one's math, O in WMMA
+           accumulator fragments across the key tiles (rescaled per row through a row-index
+           fragment), two lanes per row for the softmax statistics; saves the row log-sum-exp.
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention; attention_ref.h,
-shared with attention_backward.cu). Timing in ms
-and in TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
+shared with attention_backward.cu): out, and lse for versions 3 and 4. Timing in ms and in
+TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_forward.cu -o attention_forward -lcublas
                               ./attention_forward [version] [B=batch] [T=seq] [NH=heads] [HS=head size]
@@ -34,28 +37,29 @@ a GPU yet, so no timing.
 */
 #include "attention_v1.h"
 #include "attention_ref.h"
+#include "attention_flash_smem.h"
 #include "attention.cuh"
 
 #define BATCH 8    // B (default; B= on the command line)
 #define SEQ 1024   // T (T=)
 #define HEADS 12   // NH (NH=)
 #define HSIZE 64   // HS (HS=; version 2 is compiled for this one)
-#define FA_BR 64   // version 2: queries per block (one thread each)
-#define FA_BC 64   // version 2: keys per tile
-#define FA_SUB 32  // version 2: keys per online-softmax update (the warp size)
+#define V2_QUERIES 64   // version 2: queries per block (one thread each)
+#define V2_KEYS 64   // version 2: keys per tile
+#define V2_CHUNK 32  // version 2: keys per online-softmax update (the warp size)
 
 // ----------------------------------------------------------------------------
 // version 2: flash-style, one thread per query, online softmax per tile of keys
 
 template <int HS>
-__global__ void __launch_bounds__(FA_BR)
+__global__ void __launch_bounds__(V2_QUERIES)
     attention_v2(bf16* out, const bf16* qkv, int T, int NH, float scale) {
     constexpr int HV = HS / 8;  // 128-bit vectors per head row
-    __shared__ float ks[FA_BC][HS], vs[FA_BC][HS];
-    int ntiles = (T + FA_BR - 1) / FA_BR, nbh = gridDim.x / ntiles;
+    __shared__ float ks[V2_KEYS][HS], vs[V2_KEYS][HS];
+    int ntiles = (T + V2_QUERIES - 1) / V2_QUERIES, nbh = gridDim.x / ntiles;
     int tile = ntiles - 1 - blockIdx.x / nbh;  // the heaviest (latest) query tiles of every head first
     int bh = blockIdx.x % nbh, b = bh / NH, h = bh % NH;
-    int C = NH * HS, t = tile * FA_BR + threadIdx.x;
+    int C = NH * HS, t = tile * V2_QUERIES + threadIdx.x;
     bool valid = t < T;  // the threads past T in the last tile load tiles and meet barriers, write nothing
     size_t row_len = 3 * (size_t)C;
     const bf16* base = qkv + (size_t)b * T * row_len + h * HS;
@@ -74,25 +78,25 @@ __global__ void __launch_bounds__(FA_BR)
     float m = -INFINITY, l = 0.0f;
     for (int kt = 0; kt <= tile; kt++) {  // key tiles at or below the diagonal
         __syncthreads();  // the previous tile is no longer read
-        for (int e = threadIdx.x; e < FA_BC * HV; e += FA_BR) {
+        for (int e = threadIdx.x; e < V2_KEYS * HV; e += V2_QUERIES) {
             int j = e / HV, v = e % HV;
-            if (kt * FA_BC + j >= T) {  // past the sequence: zeros (above every valid query's diagonal)
+            if (kt * V2_KEYS + j >= T) {  // past the sequence: zeros (above every valid query's diagonal)
                 for (int i = 0; i < 8; i++) { ks[j][8 * v + i] = vs[j][8 * v + i] = 0.0f; }
                 continue;
             }
-            const bf16* krow = base + (size_t)(kt * FA_BC + j) * row_len + C;
+            const bf16* krow = base + (size_t)(kt * V2_KEYS + j) * row_len + C;
             unpack8(&ks[j][8 * v], ((const int4*)krow)[v]);
             unpack8(&vs[j][8 * v], ((const int4*)(krow + C))[v]);
         }
         __syncthreads();
-        // the tile in chunks of FA_SUB keys (scores for a whole tile would spill registers);
-        // a chunk wholly above the diagonal is skipped (warp-uniform: FA_SUB is the warp size)
-        for (int j0 = 0; j0 < FA_BC; j0 += FA_SUB) {
+        // the tile in chunks of V2_CHUNK keys (scores for a whole tile would spill registers);
+        // a chunk wholly above the diagonal is skipped (warp-uniform: V2_CHUNK is the warp size)
+        for (int j0 = 0; j0 < V2_KEYS; j0 += V2_CHUNK) {
             if (kt == tile && j0 > (int)threadIdx.x) { break; }
-            float s[FA_SUB];
+            float s[V2_CHUNK];
             float tmax = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < FA_SUB; j++) {
+            for (int j = 0; j < V2_CHUNK; j++) {
                 float dot = 0.0f;
 #pragma unroll
                 for (int i = 0; i < HS; i++) { dot += q[i] * ks[j0 + j][i]; }  // a broadcast read
@@ -105,7 +109,7 @@ __global__ void __launch_bounds__(FA_BR)
 #pragma unroll
             for (int i = 0; i < HS; i++) { o[i] *= corr; }
 #pragma unroll
-            for (int j = 0; j < FA_SUB; j++) {
+            for (int j = 0; j < V2_CHUNK; j++) {
                 float p = expf(s[j] - mnew);
                 l += p;
 #pragma unroll
@@ -129,14 +133,21 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_attention_reference(); }
     int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE;
     const SizeArg sizes[] = {{"B", &B}, {"T", &T}, {"NH", &NH}, {"HS", &HS}};
-    int only = parse_args(argc, argv, 3, sizes, 4);
-    if ((only == 0 || only == 2) && HS != HSIZE) { size_error(argv[0], "version 2 is compiled for HS = 64"); }
-    if (HS % 8 != 0) { size_error(argv[0], "HS must be a multiple of 8 (rows of 16-byte vectors)"); }
+    int only = parse_args(argc, argv, 4, sizes, 4);
+    // the versions that take this size (a version named on the command line must; without one, the
+    // others are skipped with a line that says why)
+    char why[4][200] = {"", "", "", ""};
+    if (HS != HSIZE) { snprintf(why[1], sizeof why[1], "version 2 is compiled for HS = %d", HSIZE); }
+    int tile3 = fs_attention_tile(HS, why[2], sizeof why[2]);
+    (void)flash_attention_supported(HS, why[3], sizeof why[3]);  // fills why[3] where it does not
+    for (int v = 1; v <= 4; v++) {
+        if (why[v - 1][0] != '\0' && only == v) { size_error(argv[0], why[v - 1]); }
+    }
     const int C = NH * HS;
-    static_assert(FA_BR == FA_BC, "version 2 tiles");
+    static_assert(V2_QUERIES == V2_KEYS, "version 2 tiles");
     print_device();
     printf("attention_forward: B = %d, T = %d, NH = %d, HS = %d\n", B, T, NH, HS);
-    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
 
     uint64_t seed = 11;
     float* qkv = (float*)host_alloc(nqkv * sizeof(float));
@@ -144,37 +155,47 @@ int main(int argc, char** argv) {
     bf16* d_qkv = to_device_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)device_alloc(nout * sizeof(bf16));
     V1Scratch sc = v1_scratch_alloc(B, T, NH, HS);
-    float* d_lse = (float*)device_alloc((size_t)B * NH * T * sizeof(float));  // version 3
-    char why[200];
-    int tile = flash_attention_tile(HS, why, sizeof(why));
-    if (tile == 0 && (only == 0 || only == 3)) { fprintf(stderr, "version 3: %s\n", why); exit(EXIT_FAILURE); }
+    float* d_lse = (float*)device_alloc(nlse * sizeof(float));  // versions 3 and 4
     cublasHandle_t handle;
     cublas_check(cublasCreate(&handle), __LINE__);
 
     printf("CPU reference (several seconds at the real sizes)...\n");
     float* ref = (float*)host_alloc(nout * sizeof(float));
-    attention_ref(ref, NULL, qkv, NULL, B, T, NH, HS);
+    float* ref_lse = (float*)host_alloc(nlse * sizeof(float));
+    attention_ref(ref, ref_lse, NULL, qkv, NULL, B, T, NH, HS);
     float* got = (float*)host_alloc(nout * sizeof(float));
+    float* got_lse = (float*)host_alloc(nlse * sizeof(float));
 
     double flops = 4.0 * B * NH * HS * (double)T * (T + 1) / 2;
-    for (int v = 1; v <= 3; v++) {
+    for (int v = 1; v <= 4; v++) {
         if (only && v != only) { continue; }
+        if (why[v - 1][0] != '\0') {
+            printf("(version %d skipped: %s)\n", v, why[v - 1]);
+            continue;
+        }
         printf("version %d\n", v);
         auto run = [&] {
             if (v == 1) {
                 attention_v1(handle, d_out, d_qkv, &sc, B, T, NH, HS);
             } else if (v == 2) {
-                attention_v2<HSIZE><<<B * NH * ceil_div(T, FA_BR), FA_BR>>>(d_out, d_qkv, T, NH, 1.0f / sqrtf((float)HS));
+                attention_v2<HSIZE><<<B * NH * ceil_div(T, V2_QUERIES), V2_QUERIES>>>(d_out, d_qkv, T, NH, 1.0f / sqrtf((float)HS));
                 cudaCheckLaunch();
+            } else if (v == 3) {
+                fs_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile3);
             } else {
-                flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile);
+                flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
             }
         };
-        cudaCheck(cudaMemset(d_out, 0, nout * sizeof(bf16)));
+        cudaCheck(cudaMemset(d_out, 0xff, nout * sizeof(bf16)));  // NaN: every element must be written
+        cudaCheck(cudaMemset(d_lse, 0xff, nlse * sizeof(float)));
         run();
         cudaCheck(cudaDeviceSynchronize());
         from_device_bf16(got, d_out, nout);
         check_close("out", ref, got, nout, 2e-2f, 2e-2f);
+        if (v >= 3) {  // fp32 scores from the same bf16 inputs: only the summation order differs
+            from_device_f32(got_lse, d_lse, nlse);
+            check_close("lse", ref_lse, got_lse, nlse, 1e-4f, 1e-4f);
+        }
         char label[64];
         snprintf(label, sizeof label, "  v%d attention forward", v);
         if (!timing_skipped(label)) {

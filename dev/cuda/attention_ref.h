@@ -15,8 +15,10 @@ P = causal softmax(q k^T / sqrt(HS)):
 
 #include "common.h"
 
-// out (B, T, C) from qkv; with dout given, also dqkv (B, T, 3C) = dL/dqkv for L = sum(out * dout)
-static void attention_ref(float* out, float* dqkv, const float* qkv, const float* dout, int B, int T, int NH, int HS) {
+// out (B, T, C) from qkv, and lse (B, NH, T) = log sum_{t2 <= t} exp(q_t . k_t2 / sqrt(HS)) unless NULL;
+// with dout given, also dqkv (B, T, 3C) = dL/dqkv for L = sum(out * dout)
+static void attention_ref(float* out, float* lse, float* dqkv, const float* qkv, const float* dout, int B, int T, int NH,
+                          int HS) {
     int C = NH * HS;
     float scale = 1.0f / sqrtf((float)HS);
     float* p = (float*)host_alloc(T * sizeof(float));
@@ -36,6 +38,7 @@ static void attention_ref(float* out, float* dqkv, const float* qkv, const float
                 }
                 float sum = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) { p[t2] = expf(p[t2] - maxv); sum += p[t2]; }
+                if (lse) { lse[((size_t)b * NH + h) * T + t] = maxv + logf(sum); }
                 float* o = out + ((size_t)b * T + t) * C + h * HS;
                 for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
                 for (int t2 = 0; t2 <= t; t2++) {
@@ -75,7 +78,8 @@ static void attention_ref(float* out, float* dqkv, const float* qkv, const float
 
 // The reference itself, on the CPU: the first position attends only to itself (out = v_0); where
 // every value row is the same vector the output is that vector at every position, whatever the
-// scores; dqkv matches central finite differences of L = sum(out * dout).
+// scores; where every key is the same, position t's lse is its one score plus log(t + 1); dqkv
+// matches central finite differences of L = sum(out * dout).
 static int check_attention_reference(void) {
     {
         const int B = 2, T = 7, NH = 3, HS = 8, C = NH * HS;
@@ -85,7 +89,7 @@ static int check_attention_reference(void) {
         float* out = (float*)host_alloc(nout * sizeof(float));
         float* want = (float*)host_alloc(nout * sizeof(float));
         fill_uniform(qkv, nqkv, -1.5f, 1.5f, &seed);
-        attention_ref(out, NULL, qkv, NULL, B, T, NH, HS);
+        attention_ref(out, NULL, NULL, qkv, NULL, B, T, NH, HS);
         float got0[B * C], want0[B * C];
         for (int b = 0; b < B; b++) {
             for (int c = 0; c < C; c++) {
@@ -93,7 +97,7 @@ static int check_attention_reference(void) {
                 want0[b * C + c] = qkv[(size_t)b * T * 3 * C + 2 * C + c];
             }
         }
-        printf("reference: position 0 and constant values (B = %d, T = %d, NH = %d, HS = %d)\n", B, T, NH, HS);
+        printf("reference: position 0, constant values and keys (B = %d, T = %d, NH = %d, HS = %d)\n", B, T, NH, HS);
         check_close("out[t=0]", want0, got0, B * C, 1e-6f, 1e-6f);
         for (int b = 0; b < B; b++) {  // v of every position := v of position 0 in its batch row
             for (int t = 0; t < T; t++) {
@@ -104,8 +108,29 @@ static int check_attention_reference(void) {
                 }
             }
         }
-        attention_ref(out, NULL, qkv, NULL, B, T, NH, HS);
+        attention_ref(out, NULL, NULL, qkv, NULL, B, T, NH, HS);
         check_close("out", want, out, nout, 1e-5f, 1e-5f);
+        // every key := key 0 of its batch row: position t sees t + 1 equal scores s_t, lse = s_t + log(t + 1)
+        float* lse = (float*)host_alloc((size_t)B * NH * T * sizeof(float));
+        float* lse_want = (float*)host_alloc((size_t)B * NH * T * sizeof(float));
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                for (int c = 0; c < C; c++) {
+                    qkv[((size_t)b * T + t) * 3 * C + C + c] = qkv[(size_t)b * T * 3 * C + C + c];
+                }
+                for (int h = 0; h < NH; h++) {
+                    float dot = 0.0f;
+                    for (int i = 0; i < HS; i++) {
+                        dot += qkv[((size_t)b * T + t) * 3 * C + h * HS + i] * qkv[(size_t)b * T * 3 * C + C + h * HS + i];
+                    }
+                    lse_want[((size_t)b * NH + h) * T + t] = dot / sqrtf((float)HS) + logf((float)(t + 1));
+                }
+            }
+        }
+        attention_ref(out, lse, NULL, qkv, NULL, B, T, NH, HS);
+        check_close("lse", lse_want, lse, (size_t)B * NH * T, 1e-5f, 1e-5f);
+        free(lse);
+        free(lse_want);
         free(qkv);
         free(out);
         free(want);
@@ -120,14 +145,14 @@ static int check_attention_reference(void) {
     float* num = (float*)host_alloc(nqkv * sizeof(float));
     fill_uniform(qkv, nqkv, -1.5f, 1.5f, &seed);
     fill_uniform(dout, nout, -1.0f, 1.0f, &seed);
-    attention_ref(out, dqkv, qkv, dout, B, T, NH, HS);
+    attention_ref(out, NULL, dqkv, qkv, dout, B, T, NH, HS);
     for (size_t i = 0; i < nqkv; i++) {
         double L[2];
         float x0 = qkv[i], v[2];
         for (int k = 0; k < 2; k++) {
             qkv[i] = x0 + (k ? -1e-2f : 1e-2f);
             v[k] = qkv[i];
-            attention_ref(out, NULL, qkv, NULL, B, T, NH, HS);
+            attention_ref(out, NULL, NULL, qkv, NULL, B, T, NH, HS);
             L[k] = 0.0;
             for (size_t j = 0; j < nout; j++) { L[k] += (double)out[j] * dout[j]; }
         }

@@ -1,33 +1,42 @@
 /*
-classifier: the fused softmax + cross-entropy + dlogits of train_gpt2.cu (classifier_kernel). For
-each of the B*T rows of bf16 logits (Vp = 50304 entries, of which the first V = 50257 are real):
+classifier: the fused softmax + cross-entropy + dlogits of train_gpt2.cu (classifier). For each of
+the B*T rows of bf16 logits (Vp = 50304 entries, of which the first V = 50257 are real):
 
     lse        = log sum_{i < V} exp(logit_i)
     loss[row]  = lse - logit[target]
     dlogits_i  = (exp(logit_i - lse) - [i == target]) * dloss    for i < V, 0 on the padding
 
-written IN PLACE over the logits (with write_grad; without it only the losses), so that the
-probabilities never exist as a tensor. Moves 2 * N * Vp * 2 bytes: pure bandwidth.
+written IN PLACE over the logits, so that the probabilities never exist as a tensor. Moves
+2 * N * Vp * 2 bytes: pure bandwidth. Versions 1 to 3 also have a loss-only mode (write_grad 0),
+for a trainer that keeps the logits through the forward pass and runs the classifier again in the
+backward pass (both passes then cost a training step: read the row, then read and write it); the
+trainer's versions 4 and 5 always write dlogits (the trainer runs them once, in the forward pass).
 
-version 1: train_gpt2.cu's classifier_kernel (the trainer's own code: trainer.h includes
-           train_gpt2.cu; the trainer's path for rows longer than version 4 holds): one block of
-           512 threads per row, scalar bf16 loads, an online (max, sum) per thread that calls expf
-           twice per element (the merge rescales the sum even when the max does not change), then
-           a second pass over the row for dlogits.
+version 1: two passes over the row from memory: one block of 512 threads per row, scalar bf16
+           loads, an online (max, sum) per thread that calls expf twice per element (the merge
+           rescales the sum even when the max does not change), then a second pass for dlogits.
 version 2: the same two passes with 128-bit loads (8 bf16) and a cheaper online softmax: per
            vector of 8, one max, at most one rescale of the running sum, then 8 expf.
 version 3: the row in registers: 1024 threads per row each load their (at most CLS3_VPT) vectors
-           at once, take their local max and sum of exp from registers, merge once across the
-           block, and write dlogits from the same registers: the row is read from memory once.
-version 4: the trainer's classifier (its own code, included: classifier_row_kernel, which it runs
-           wherever the row fits), version 3 as ported: 1024 threads, the row in registers as
-           16-byte vectors, max then sum of exp from registers, one block-wide merge
-           (block_lse), dlogits from the registers. Versions 2 and 3 use the trainer's
-           softmax_merge, block_lse and classifier_grad too.
+           of 8 at once, take their local max and sum of exp from registers, merge once across the
+           block, and write dlogits from the same registers, with a second expf per entry: the row
+           is read from memory once.
+version 4: the trainer's classifier() (its own code: trainer.h includes train_gpt2.cu), which runs
+           classifier_kernel<true> for rows of up to CLASSIFIER_TILE = 51200 entries: 1024 threads
+           each hold 50 entries in registers as fp32 (4-byte loads), a block max, then
+           exp(x - max) kept in the registers in place of x (one expf per entry) and a block sum,
+           and dlogits from the registers: the row read once and written once. Longer rows take
+           classifier_kernel<false> (version 5).
+version 5: the trainer's classifier_kernel<false>, launched at any size: the same kernel over tiles
+           of 51200 entries, each step loading every tile again: three reads of the row, two expf
+           per entry.
 
 Checked against a CPU reference from the formulas (train_gpt2.c's crossentropy_forward/backward,
-sums in double). Timing: with write_grad (the backward pass: read and write the row) and without
-(the forward pass: read the V real entries, write the losses).
+sums in double). Timing: each version's loss + dlogits pass (read and write the row), and for
+versions 1 to 3 their loss-only pass (read the V real entries, write the losses).
+
+Per launch at the default sizes (8192 rows): 1.65 GB, 0.49 ms at H100 SXM's 3.35 TB/s; at d12,
+B = 64, T = 1024 (65536 rows): 13.19 GB, 3.94 ms (train_gpt2.cu, the classifier's comment).
 
 Build and run (needs a GPU; about 1.7 GB of GPU memory, 4 GB of host memory):
     nvcc -O3 -arch=sm_90 -I. dev/cuda/classifier.cu -o classifier -lcublasLt -lcublas
@@ -40,6 +49,7 @@ a GPU yet, so no timing.
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define VOCAB 50257        // V (V=)
 #define VOCAB_PADDED 50304 // Vp, a multiple of 128 (Vp=)
+#define CLS1_THREADS 512
 #define CLS2_THREADS 512
 #define CLS3_THREADS 1024
 #define CLS3_VPT 7         // vectors of 8 per thread in version 3: rows up to 1024 * 7 * 8 = 57344
@@ -96,8 +106,55 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// versions 2 and 3 use the trainer's pieces: softmax_merge (merging (max, sum of exp(v - max))
-// pairs), block_lse (the whole block's log-sum-exp) and classifier_grad (one dlogit)
+// versions 1 to 3: an online (max, sum of exp(v - max)) per thread, merged across the block
+
+// merges a (max, sum of exp(v - max)) pair into another; an empty pair has max = -inf
+__device__ __forceinline__ void softmax_merge(float* m, float* s, float m2, float s2) {
+    float mn = fmaxf(*m, m2);
+    if (mn == -INFINITY) { return; }
+    *s = *s * expf(*m - mn) + s2 * expf(m2 - mn);
+    *m = mn;
+}
+
+// the log-sum-exp of the block's row from each thread's (max, sum of exp(v - max)): the warps
+// merge by shuffles, then every thread merges the warps' pairs in the same order
+__device__ float block_lse(float m, float s) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        softmax_merge(&m, &s, m2, s2);
+    }
+    __shared__ float wm[32], wsum[32];
+    if (lane == 0) { wm[warp] = m; wsum[warp] = s; }
+    __syncthreads();
+    m = -INFINITY;
+    s = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) { softmax_merge(&m, &s, wm[w], wsum[w]); }
+    return m + logf(s);
+}
+
+// one dlogit from its logit and the row's lse
+__device__ __forceinline__ float classifier_grad(float logit, int i, float lse, int V, int target, float dloss) {
+    float g = i < V ? expf(logit - lse) * dloss : 0.0f;
+    return i == target ? g - dloss : g;
+}
+
+// ----------------------------------------------------------------------------
+// version 1: two passes over the row from memory, scalar loads; any Vp
+
+__global__ void classifier_v1(bf16* logits, float* losses, const int* targets, float dloss, int V, int Vp,
+                              int write_grad) {
+    int row = blockIdx.x, tid = threadIdx.x;
+    bf16* l = logits + (size_t)row * Vp;
+    int target = targets[row];
+    float target_logit = (float)l[target];  // read before any thread may overwrite the row
+    float m = -INFINITY, s = 0.0f;
+    for (int i = tid; i < V; i += blockDim.x) { softmax_merge(&m, &s, (float)l[i], 1.0f); }
+    float lse = block_lse(m, s);
+    if (tid == 0) { losses[row] = lse - target_logit; }
+    if (!write_grad) { return; }
+    for (int i = tid; i < Vp; i += blockDim.x) { l[i] = (bf16)classifier_grad((float)l[i], i, lse, V, target, dloss); }
+}
 
 // versions 2 and 3 view the row of their block as vectors of 8 (Vp % 8 == 0, rows 16-byte aligned)
 struct ClsRow {
@@ -195,18 +252,21 @@ __global__ void __launch_bounds__(CLS3_THREADS)
 
 // ----------------------------------------------------------------------------
 
+// write_grad 0: the loss-only mode of versions 1 to 3 (versions 4 and 5 always write dlogits)
 static void run_version(int version, bf16* logits, float* losses, const int* targets, float dloss, int N, int V,
                         int Vp, int write_grad) {
-    if (version == 4) {  // the trainer's classifier(): the one-pass kernel at the sizes main() admits
-        classifier(logits, losses, targets, dloss, N, V, Vp, write_grad);
+    if (version == 4) {  // the trainer's classifier(): dloss = 1 / N, its kernel picked by the row length
+        classifier(logits, losses, targets, N, V, Vp);
         return;
     }
-    if (version == 1) {  // the trainer's two-pass kernel, launched as classifier() launches it for long rows
-        classifier_kernel<<<N, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+    if (version == 1) {
+        classifier_v1<<<N, CLS1_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
     } else if (version == 2) {
         classifier_v2<<<N, CLS2_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
-    } else {
+    } else if (version == 3) {
         classifier_v3<<<N, CLS3_THREADS>>>(logits, losses, targets, dloss, V, Vp, write_grad);
+    } else {  // the trainer's long-row form, launched as classifier() launches it for rows beyond a tile
+        classifier_kernel<false><<<N, CLASSIFIER_THREADS>>>(logits, losses, targets, dloss, V, Vp);
     }
     cudaCheckLaunch();
 }
@@ -215,16 +275,14 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, V = VOCAB, Vp = VOCAB_PADDED;
     const SizeArg sizes[] = {{"N", &N}, {"V", &V}, {"Vp", &Vp}};
-    int only = parse_args(argc, argv, 4, sizes, 3);
+    int only = parse_args(argc, argv, 5, sizes, 3);
     if (V > Vp) { size_error(argv[0], "V must be at most Vp"); }
-    if (only != 1 && Vp % 8 != 0) {
-        size_error(argv[0], "versions 2, 3 and 4 need Vp a multiple of 8 (version 1 takes any Vp)");
+    if ((only == 0 || only == 2 || only == 3) && Vp % 8 != 0) {
+        size_error(argv[0], "versions 2 and 3 need Vp a multiple of 8 (version 1 takes any Vp, versions 4 and 5 an even one)");
     }
+    if ((only == 0 || only >= 4) && Vp % 2 != 0) { size_error(argv[0], "versions 4 and 5 need an even Vp"); }
     if ((only == 0 || only == 3) && Vp / 8 > CLS3_THREADS * CLS3_VPT) {
         size_error(argv[0], "version 3 holds rows of at most 57344 entries (Vp)");
-    }
-    if ((only == 0 || only == 4) && Vp > CLASSIFIER_ROW_THREADS * CLASSIFIER_ROW_VECS * VEC_X) {
-        size_error(argv[0], "version 4 holds rows of at most 57344 entries (Vp; the trainer takes version 1 beyond)");
     }
     const float dloss = 1.0f / N;  // the mean loss over the batch
     size_t n = (size_t)N * Vp;
@@ -251,8 +309,7 @@ int main(int argc, char** argv) {
     auto restore = [&] { cudaCheck(cudaMemcpy(d_logits, d_logits0, n * sizeof(bf16), cudaMemcpyDeviceToDevice)); };
     double bytes_grad = 2.0 * n * sizeof(bf16) + N * (sizeof(int) + sizeof(float));
     double bytes_loss = (double)N * V * sizeof(bf16) + N * (sizeof(int) + sizeof(float));
-    if (only != 1 && !vec_fits(d_logits, Vp)) { size_error(argv[0], "versions 2, 3 and 4: the logits are not 16-byte aligned"); }
-    for (int v = 1; v <= 4; v++) {
+    for (int v = 1; v <= 5; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         restore();
@@ -262,17 +319,18 @@ int main(int argc, char** argv) {
         check_close("losses", ref_losses, got, N, 1e-3f, 1e-4f);
         from_device_bf16(got, d_logits, n);
         check_close("dlogits", logits, got, n, 1e-6f * dloss, 1e-2f);  // most |dlogits| are ~1e-8: rtol decides
-        restore();
-        run_version(v, d_logits, d_losses, d_targets, dloss, N, V, Vp, 0);  // the forward-pass mode
-        from_device_f32(got, d_losses, N);
-        check_close("losses", ref_losses, got, N, 1e-3f, 1e-4f);
         char label[64];
-        snprintf(label, sizeof label, "  v%d loss + dlogits (backward)", v);
+        snprintf(label, sizeof label, "  v%d loss + dlogits", v);
         if (!timing_skipped(label)) {
             print_timing(label, time_ms([&] { run_version(v, d_logits, d_losses, d_targets, dloss, N, V, Vp, 1); }, restore),
                          bytes_grad);
         }
-        snprintf(label, sizeof label, "  v%d loss only (forward)", v);
+        if (v >= 4) { continue; }
+        restore();
+        run_version(v, d_logits, d_losses, d_targets, dloss, N, V, Vp, 0);  // the loss-only mode
+        from_device_f32(got, d_losses, N);
+        check_close("losses", ref_losses, got, N, 1e-3f, 1e-4f);
+        snprintf(label, sizeof label, "  v%d loss only", v);
         if (!timing_skipped(label)) {
             print_timing(label, time_ms([&] { run_version(v, d_logits, d_losses, d_targets, dloss, N, V, Vp, 0); }, no_prep),
                          bytes_loss);

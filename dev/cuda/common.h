@@ -59,8 +59,9 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// what the trainer's chapters that the experiments include (../../attention.cuh) expect of their
-// includer besides the helpers above (train_gpt2.cu defines the same names; bf16 build)
+// what the trainer's chapters that the experiments include (../../attention.cuh: floatX) and
+// attention_flash_smem.h (all of these) expect of their includer besides the helpers above
+// (train_gpt2.cu defines the same names; bf16 build)
 typedef bf16 floatX;
 #ifndef ROW_WARPS
 #define ROW_WARPS 8

@@ -8,9 +8,10 @@
 # alone between barriers, first to last and last to first (a missing barrier between warps with
 # warp operations in between shows only under these); each program's `ref` check runs too.
 # The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
-# (siamese_input_forward versions 4 and 5 against 1, siamese_input_backward 3 against 1), and the
+# (siamese_input_forward versions 4 and 5 against 1, siamese_input_backward 3 against 1), the
 # trainer's LayerNorm kernels to version 1 of them in every output but the parameter gradients
-# (siamese_input_backward 4 against 1, layernorm 2 against 1).
+# (siamese_input_backward 4 against 1, layernorm 2 against 1), and both embedding-gradient
+# versions to a CPU sum in their order (encoder_backward).
 # Timing is skipped there (the programs say so): it waits for a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +47,7 @@ ref() {
     fi
 }
 
-for p in siamese_input_forward siamese_input_backward layernorm classifier attention_forward vec_kernels; do ref $p; done
+for p in siamese_input_forward siamese_input_backward layernorm classifier attention_forward vec_kernels encoder_backward; do ref $p; done
 
 run siamese_input_forward 5 N=37 C=264  # 33 vectors of 8: lane 0 alone holds a second one
 run siamese_input_forward 5 N=9 C=72    # 9 vectors: 23 lanes hold none
@@ -65,18 +66,34 @@ run layernorm 2 N=37 C=264
 run layernorm 2 N=4103 C=24             # 2 rounds per block, the last block of 7 rows
 run layernorm 1 2 N=77 C=50             # the scalar width
 run layernorm 1 2 N=9 C=1032            # rows past the held columns
-run classifier 4 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 5 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
+run classifier 1 4 N=2 V=120001 Vp=120064  # the trainer's classifier() beyond a tile: 3 tiles, the last partial
 run classifier 1 1 N=3 V=77 Vp=77
-run attention_forward 3 B=2 T=144 NH=3  # T ends inside the third tile of 64; the second query tile
-                                        # streams two key tiles, every warp's rows inside T
-run attention_backward 2 B=2 T=80 NH=3 HS=48
-run attention_backward 2 B=1 T=33 NH=2 HS=64
+# attention: several 64-row tiles with a partial last one, several heads; the trainer's kernels
+# (forward 4, backward 3) also at head sizes they pad: 40 -> 64 and 24 -> 32 (16-byte loads),
+# 9 -> 16 and 20 -> 32 (element loads), 128 (32-key forward tiles, 16-query backward steps); the
+# backward's dQ splits: the trainer's choice (2 at 3 key tiles: a split with two key tiles adds
+# into its slice), one split, and more splits than key tiles
+run attention_forward 4 B=2 T=150 NH=3  # T ends inside the third tile of 64
+run attention_forward 1 4 B=2 T=150 NH=3 HS=40
+run attention_forward 1 4 B=1 T=70 NH=2 HS=9
+run attention_forward 1 4 B=2 T=33 NH=2 HS=20
+run attention_forward 1 4 B=1 T=100 NH=2 HS=128
+run attention_backward 3 B=2 T=150 NH=3 HS=48
+run attention_backward 1 3 B=2 T=150 NH=3 HS=40 S=1
+run attention_backward 1 3 B=1 T=200 NH=2 HS=9
+run attention_backward 1 3 B=3 T=130 NH=2 HS=24 S=5
+run attention_backward 1 3 B=2 T=33 NH=2 HS=20
+run attention_backward 1 3 B=1 T=100 NH=2 HS=128
 run column_sums 2 N=333 C=100           # 6 chunks of 56 rows, the last of 53; a last tile of 4 columns
 run column_sums 2 N=2113 C=40           # 32 chunks (the most): 67 rows each, the last 36
 run column_sums 1 1 N=7 C=3
 run vec_kernels 2 N=37 C=264            # 1221 vectors: a partial block of 256 threads; 33 vectors per row
 run vec_kernels 2 N=3 C=8
 run vec_kernels 1 1 N=5 C=50
+# a token at half of 300 positions: 3 chunks of 64, 64, 22 (+ its random repeats); 300 distinct of 301
+run encoder_backward 2 N=300 C=50 V=301
+run encoder_backward 2 N=200 C=264 V=500  # C beyond a block of 256 columns: the finish's second block partial
 
 if [ "$failed" != 0 ]; then echo "test-dev-cuda: FAILED"; exit 1; fi
 echo "test-dev-cuda: every dev/cuda version matches its CPU reference through the CPU execution layer (no timing: that waits for a GPU)"

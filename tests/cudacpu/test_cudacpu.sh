@@ -66,11 +66,15 @@ else
 fi
 
 # the odd reference shape (C 200, NH 5, T 80, V 301) the CPU trainer writes: head size 40, which
-# flash attention does not take, so attention runs its T x T path there (data/test, head size 16,
-# runs flash attention)
-./test_gpt2 --write "$tmp/odd" odd > "$log" 2>&1 || { cat "$log"; echo "test-cudacpu: ./test_gpt2 --write odd FAILED"; exit 1; }
-run_test "test_gpt2cu FP32, odd shape" shuffle:3 tests/bin/test_gpt2cu_fp32_cpu "$tmp/odd"
-run_test "test_gpt2cu BF16, odd shape" reverse tests/bin/test_gpt2cu_cpu "$tmp/odd"
+# attention pads to 64 (data/test's head size 16 needs no padding). Its batches are the embedding
+# gradient's two extremes: FP32 on one where a token fills half the 160 positions (80: two chunks
+# of the work list, 64 and 16), BF16 on one where every position has a different token
+for tokens in half distinct; do
+    ./test_gpt2 --write "$tmp/odd_$tokens" odd $tokens > "$log" 2>&1 ||
+        { cat "$log"; echo "test-cudacpu: ./test_gpt2 --write odd $tokens FAILED"; exit 1; }
+done
+run_test "test_gpt2cu FP32, odd shape, a token at half the positions" shuffle:3 tests/bin/test_gpt2cu_fp32_cpu "$tmp/odd_half"
+run_test "test_gpt2cu BF16, odd shape, every token different" reverse tests/bin/test_gpt2cu_cpu "$tmp/odd_distinct"
 
 # each warp of a block alone between barriers, first to last and last to first (a barrier missing
 # between warps with warp operations between the racing accesses shows only here): BF16 (WMMA

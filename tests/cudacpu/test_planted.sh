@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/cudacpu/test_planted.sh: the CPU execution layer's test of the CUDA trainer must be able to
-# fail. Each planted bug below is applied to a copy of the sources, built through the layer (FP32)
-# and run on data/test under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh);
-# every plant is in code that runs there, and the test must fail under at least one of the
-# schedules (they run in order until one fails). Prints, for each plant, the first failing line of
-# the test's output. A plant marked BF16 is built in BF16 instead: a bug that only that build's
-# tolerances let through.
+# tests/cudacpu/test_planted.sh: the CPU execution layer's tests of the CUDA trainer must be able to
+# fail. Each planted bug below is applied to a copy of the sources, built through the layer and run
+# under the thread schedules `make test` uses (tests/cudacpu/test_cudacpu.sh): test_gpt2cu (FP32)
+# on data/test, or, for a bug data/test cannot show, the dev/cuda program that checks the kernel
+# alone (BF16, at the sizes dev/cuda/test_layer.sh gives it). Every plant is in code that runs
+# there, and the check must fail under at least one of the schedules (they run in order until one
+# fails). Prints, for each plant, the first failing line of the check's output. A plant marked BF16
+# builds test_gpt2cu in BF16 instead: a bug that only that build's tolerances let through.
 #   CUDACPU_BUILD="g++ <flags>" CUDACPU_OBJS="<objects>" bash tests/cudacpu/test_planted.sh
 # (make test-cudacpu passes both).
 set -euo pipefail
@@ -23,13 +24,15 @@ objs=""
 for o in $CUDACPU_OBJS; do objs="$objs $root/$o"; done
 failed=0
 
-# plant NAME FILE SED-SCRIPT [BF16]: the bug, one sed script that must change FILE
+# plant NAME FILE SED-SCRIPT [BF16 | PROGRAM ARGS...]: the bug, one sed script that must change
+# FILE; the check: test_gpt2cu (FP32, or BF16) on data/test, or the dev/cuda program PROGRAM with ARGS
 plant() {
-    local name=$1 file=$2 script=$3 precision=-DENABLE_FP32
-    [ "${4:-}" = BF16 ] && precision=""
+    local name=$1 file=$2 script=$3
+    shift 3
     rm -rf "$work/src" "$work/rw"
-    mkdir -p "$work/src" "$work/rw"
+    mkdir -p "$work/src/dev/cuda" "$work/rw/dev/cuda"
     cp ./*.cu ./*.cuh "$work/src/"
+    cp dev/cuda/*.cu dev/cuda/*.h "$work/src/dev/cuda/"
     sed -e "$script" "$file" > "$work/src/$file"
     if cmp -s "$file" "$work/src/$file"; then
         echo "test-planted: $name: the plant no longer applies to $file (update this script)"
@@ -38,10 +41,17 @@ plant() {
     fi
     local line
     line=$( (diff "$file" "$work/src/$file" || true) | sed -n '1s/^\([0-9]*\).*/\1/p')
-    (cd "$work/src" && for f in *.cu *.cuh; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
+    (cd "$work/src" && for f in *.cu *.cuh dev/cuda/*; do sh "$root/tests/cudacpu/rewrite.sh" "$f" "$work/rw/$f"; done)
+    local source="$work/rw/test_gpt2.cu" flags="-DENABLE_FP32" check="test_gpt2cu"
+    if [ "${1:-}" = BF16 ]; then
+        flags="" check="test_gpt2cu BF16"
+        shift
+    elif [ $# -gt 0 ]; then
+        source="$work/rw/dev/cuda/$1.cu" flags="-Wno-unknown-pragmas -iquote $work/rw" check="dev/cuda/$*"
+        shift
+    fi
     # shellcheck disable=SC2086
-    if ! $CUDACPU_BUILD -I"$root" $precision -x c++ "$work/rw/test_gpt2.cu" -x none $objs -o "$work/test" -lm \
-        > "$work/build.txt" 2>&1; then
+    if ! $CUDACPU_BUILD -I"$root" $flags -x c++ "$source" -x none $objs -o "$work/test" -lm > "$work/build.txt" 2>&1; then
         cat "$work/build.txt"
         echo "test-planted: $name: the planted source does not build"
         failed=1
@@ -49,14 +59,14 @@ plant() {
     fi
     local caught=0 s
     for s in $SCHEDULES; do
-        if CUDACPU_SCHEDULE=$s "$work/test" > "$work/out.txt" 2>&1; then
-            echo "test-planted: $name ($file:$line), schedule $s: the test passed (not caught by this schedule)"
+        if CUDACPU_SCHEDULE=$s "$work/test" "$@" > "$work/out.txt" 2>&1; then
+            echo "test-planted: $name ($file:$line), $check, schedule $s: passed (not caught by this schedule)"
         else
             caught=1
             local first
             first=$(grep -m1 'FIRST DIVERGENCE' "$work/out.txt" || grep -m1 -E 'FAIL|cudacpu: error|error:' "$work/out.txt" ||
                 tail -n 1 "$work/out.txt")
-            echo "test-planted: $name ($file:$line), schedule $s: test FAILED as it must; first failing line:"
+            echo "test-planted: $name ($file:$line), $check, schedule $s: FAILED as it must; first failing line:"
             echo "    $first"
             break  # the later schedules cost time and show nothing more
         fi
@@ -72,15 +82,15 @@ plant() {
 plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
     '/part\[threadIdx.y\]\[threadIdx.x\] = s;/{n;/__syncthreads/d;}'
 
-# 2. a shared-memory race: thread 0 reuses wsum[0] while other threads of the block may still read it
-#    (in block_lse, the block-wide log-sum-exp of the classifier: classifier_row_kernel on data/test)
-plant "shared-memory race in the classifier's block_lse" train_gpt2.cu \
-    's/^\(    for (int w = 0; w < (int)blockDim.x \/ 32; w++) { softmax_merge(&m, &s, wm\[w\], wsum\[w\]); }\)/\1 if (threadIdx.x == 0) { wsum[0] = s; }/'
+# 2. a missing barrier: the classifier's block_reduce reads the warps' posts before all of them are
+#    written (the row max and the row sum of every row of logits)
+plant "missing __syncthreads in the classifier's block_reduce" train_gpt2.cu \
+    '/^__device__ float block_reduce/,/^}/{/__syncthreads();/d;}'
 
-# 3. an off-by-one in a row loop: D = rowsum(dO O) of flash attention's backward leaves out the
-#    last channel of the head
+# 3. an off-by-one in a row loop: D = rowsum(dO O) of attention's backward leaves out the last
+#    16-byte vector of the head
 plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
-    '/^__global__ void flash_backward_dot_kernel/,/^}/s/for (int c = lane; c < HS; c += 32)/for (int c = lane; c < HS - 1; c += 32)/'
+    '/^__global__ void flash_backward_dot_kernel/,/^}/s/for (int c = 0; c < HS; c += FA_VEC)/for (int c = 0; c < HS - FA_VEC; c += FA_VEC)/'
 
 # 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
@@ -113,5 +123,27 @@ plant "block partials written block-major, read sum-major" train_gpt2.cu \
 #    instead of dr * yhat
 plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
     's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
+
+# 11. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
+#    into the softmax
+plant "vocabulary bound in classifier_load (i <= V)" train_gpt2.cu \
+    's/x\[k\]\[e\] = j \* CLASSIFIER_W + e < V ?/x[k][e] = j * CLASSIFIER_W + e <= V ?/'
+
+# 12. the padding not zeroed: the classifier stores only the units that hold real entries, so the
+#    padding after them keeps its logits (0 in the trainer, whose padded rows of wte are zero: the
+#    kernel's own check, with random padding logits, shows it)
+plant "padding of dlogits not written (units past V skipped)" train_gpt2.cu \
+    's/if (j >= Vp \/ CLASSIFIER_W) { continue; }/if (j * CLASSIFIER_W >= V) { continue; }/' \
+    classifier 4 N=5 V=301 Vp=304
+
+# 13, 14. the embedding gradient's finish (the chunks of a token at half the positions; data/test
+#    has no token with more than one chunk): a chunk left out, then the chunks added in reverse
+#    order (the sum changes in its last bits: the kernel's check is bit for bit)
+plant "a chunk skipped in wte_finish_kernel" train_gpt2.cu \
+    '/^__global__ void wte_finish_kernel/,/^}/s/s < split_first\[k + 1\]; s++/s < split_first[k + 1] - 1; s++/' \
+    encoder_backward 2 N=300 C=50 V=301
+plant "chunks added out of order in wte_finish_kernel" train_gpt2.cu \
+    '/^__global__ void wte_finish_kernel/,/^}/s/for (int s = split_first\[k\]; s < split_first\[k + 1\]; s++)/for (int s = split_first[k + 1] - 1; s >= split_first[k]; s--)/' \
+    encoder_backward 2 N=300 C=50 V=301
 
 exit $failed
