@@ -15,7 +15,8 @@ tests/test_eval.c: the multiple-choice eval (common/eval.h) and the arithmetic d
     no examples, truncated, a bad start marker or index, lengths that do not add up to the size,
     bytes after the last example, a wrong longest-example field, a label out of range, an empty
     context or completion, a token id >= the vocabulary, context + completion longer than T
-  * the arithmetic file: ARITH_CHOICE_EXAMPLES held-out problems, context "\na+b=", four distinct
+  * the arithmetic file: made with the default dataset, and alone for a dataset without it (the
+    same bytes); ARITH_CHOICE_EXAMPLES held-out problems, context "\na+b=", four distinct
     completions in the dataset's format, the right one the sum and at the label, the others sums
     of +-1, +-2, +-10, +-20, +-100; every label place used; the same bytes twice; every format
 */
@@ -376,6 +377,31 @@ static void test_arith_choices(void) {
     }
 }
 
+// a default dataset made before there was a multiple-choice file gets it on the next run
+static void test_missing_choices(void) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof(dir), "%s", tmpdir_path("dataset"));
+    snprintf(path, sizeof(path), "%s/%s", dir, ARITH_CHOICES_NAME);
+    CHECK(arith_ensure_dataset(dir) == 1 && file_exists(path), "the dataset is made with its multiple-choice file");
+    FILE* f = fopen(path, "rb");
+    static unsigned char first[65536], second[65536];
+    size_t n1 = fread(first, 1, sizeof(first), f);
+    fclose(f);
+    CHECK(arith_ensure_dataset(dir) == 0, "a complete dataset is left alone");
+    remove(path);
+    CHECK(arith_ensure_dataset(dir) == 1 && file_exists(path), "a dataset without the file gets it");
+    f = fopen(path, "rb");
+    size_t n2 = fread(second, 1, sizeof(second), f);
+    fclose(f);
+    CHECK(n1 == n2 && memcmp(first, second, n1) == 0, "the file made alone is the one made with the dataset");
+    const char* names[5] = {ARITH_TRAIN_NAME, ARITH_VAL_NAME, ARITH_TOKENIZER_NAME, ARITH_MARKER_NAME, ARITH_CHOICES_NAME};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
 int main(void) {
     tmpdir_create("test_eval");
     test_format_bytes();
@@ -383,5 +409,6 @@ int main(void) {
     test_scoring();
     test_bad_files();
     test_arith_choices();
+    test_missing_choices();
     return harness_finish("test_eval");
 }
