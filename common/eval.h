@@ -28,9 +28,10 @@ field of every example, every token id against the model's vocabulary, and that 
 completion fit in the -t T of the run. Any fault is one error line before the run starts.
 
 Batching. Each completion is one row of T tokens: the context, the completion, then token 0 as
-padding (the model is causal: nothing after the completion changes its losses). Rows are packed
-B at a time in file order, so an example's completions may straddle two forward passes, and any B
-works. The targets are the next tokens, 0 past the completion; only the completion's positions are
+padding (the model is causal: nothing after the completion changes its losses). The trainers take
+T = the longest context + completion of the file (e->longest, at most their -t), so a short eval
+costs no more than its tokens. Rows are packed B at a time in file order, so an example's
+completions may straddle two forward passes, and any B works. The targets are the next tokens, 0 past the completion; only the completion's positions are
 read. With several ranks each takes a contiguous share of the examples (eval_run's range) and the
 counts of right answers are added up.
 */
@@ -95,7 +96,9 @@ static inline void eval_set_load(EvalSet* e, const char* path, int vocab_size, i
     fread_check(header, sizeof(int32_t), EVAL_HEADER_INTS, f, path);
     if (header[0] != EVAL_MAGIC) { fatal("eval file %s: bad magic %d (expected %d)", path, header[0], EVAL_MAGIC); }
     if (header[1] != EVAL_VERSION) { fatal("eval file %s: version %d, expected %d", path, header[1], EVAL_VERSION); }
-    if (header[2] < 1) { fatal("eval file %s: %d examples (at least 1 needed)", path, header[2]); }
+    if (header[2] < 1 || header[2] > 65535) {
+        fatal("eval file %s: %d examples (1 to 65535: the index field has 16 bits)", path, header[2]);
+    }
     long body = size - (long)(EVAL_HEADER_INTS * sizeof(int32_t));
     if (body % 2 != 0) { fatal("eval file %s: an odd number of bytes after the header (%ld)", path, body); }
     long n = body / 2;  // uint16 values
@@ -218,8 +221,9 @@ static inline int eval_prediction(const EvalSet* e, int i) {
 // returns the losses of every position (B * T floats, host memory valid until the next call)
 typedef const float* (*EvalLossesFn)(void* ctx, const int* inputs, const int* targets, int B, int T);
 
-// Evaluates examples [lo, hi) in batches of B rows of T tokens (`inputs` and `targets` hold B * T
-// ints each); returns how many of them the model answers right (also in e->correct).
+// Evaluates examples [lo, hi) in batches of B rows of T >= e->longest tokens (`inputs` and
+// `targets` hold B * T ints each); returns how many of them the model answers right (also in
+// e->correct).
 static inline int eval_run(EvalSet* e, int lo, int hi, EvalLossesFn losses_fn, void* ctx, int B, int T,
                            int* inputs, int* targets) {
     e->correct = 0;

@@ -274,8 +274,9 @@ static inline const float* train_eval_losses(void* ctx, const int* inputs, const
 static inline long train_eval_choices(TrainRun* r, GreedyContext* g) {
     size_t lo, hi;
     dist_shard((size_t)r->eval.num_examples, r->dist.rank, r->dist.size, &lo, &hi);
-    int correct = eval_run(&r->eval, (int)lo, (int)hi, train_eval_losses, g, r->args.B, r->args.T, r->eval_inputs,
-                           r->eval_targets);
+    // rows of the longest example's tokens (at most -t): the forward passes read no padding beyond
+    int correct = eval_run(&r->eval, (int)lo, (int)hi, train_eval_losses, g, r->args.B, r->eval.longest,
+                           r->eval_inputs, r->eval_targets);
     return lround(dist_sum(&r->dist, (double)correct));
 }
 

@@ -12,9 +12,10 @@ tests/test_eval.c: the multiple-choice eval (common/eval.h) and the arithmetic d
     examples split into 2 and 3 contiguous shares (as ranks get them) added up; equal losses
     answer the first completion
   * bad files end with one error line: missing, shorter than the header, wrong magic or version,
-    no examples, truncated, a bad start marker or index, lengths that do not add up to the size,
-    bytes after the last example, a wrong longest-example field, a label out of range, an empty
-    context or completion, a token id >= the vocabulary, context + completion longer than T
+    no examples or more than the index field holds, truncated, a bad start marker or index,
+    lengths that do not add up to the size, bytes after the last example, a wrong longest-example
+    field, a label out of range, an empty context or completion, a token id >= the vocabulary,
+    context + completion longer than T
   * the arithmetic file: made with the default dataset, and alone for a dataset without it (the
     same bytes); ARITH_CHOICE_EXAMPLES held-out problems, context "\na+b=", four distinct
     completions in the dataset's format, the right one the sum and at the label, the others sums
@@ -262,7 +263,10 @@ static void test_bad_files(void) {
     expect_fatal("wrong version", load_bad, NULL, "version 2, expected 1", NULL);
     v = 0;
     bad_path = damaged("none.bin", 8, &v, 4);
-    expect_fatal("no examples", load_bad, NULL, "0 examples", NULL);
+    expect_fatal("no examples", load_bad, NULL, "0 examples (1 to 65535", NULL);
+    v = 65536;
+    bad_path = damaged("many.bin", 8, &v, 4);
+    expect_fatal("more examples than the index holds", load_bad, NULL, "65536 examples (1 to 65535", NULL);
     v = NX + 1;
     bad_path = damaged("more.bin", 8, &v, 4);
     expect_fatal("more examples than the file holds", load_bad, NULL, "truncated", NULL);

@@ -34,8 +34,8 @@ echo "== a. the accuracy on the evaluation line and in main.log"
 expect_success "checkpoint: d2c32, 400 steps" "$TRAIN" -e d2c32 -x 400 -l 1e-2 -v 0 -s 0 -o "$W/ck"
 CK="$W/ck/model_00000400.bin"
 [ -f "$CHOICES" ] || { bad "$CHOICES was not made with the data"; cli_summary test_eval; exit 1; }
-# the evaluation at step 0, one step with lr 0, the last evaluation; rows of 11 tokens, the eval's
-EV=(-e "$CK" -x 1 -l 0 -v 1 -m 1 -k 0 -s 0 -b 32 -t 11)
+# the evaluation at step 0, one step with lr 0, the last evaluation; -t 16 (the eval's rows are 11 tokens)
+EV=(-e "$CK" -x 1 -l 0 -v 1 -m 1 -k 0 -s 0 -b 32 -t 16)
 expect_success "train_gpt2 evaluates the checkpoint" "$TRAIN" "${EV[@]}" -o "$W/cpu"
 cpu=$(acc_of "$W/train_gpt2_evaluates_the_checkpoint.out")
 check "the evaluation line has 'eval acc A (N/128)': $cpu" grep -Eq "^val loss [0-9.]+ \| eval acc [01]\.[0-9]{4} \([0-9]+/128\)$" \
