@@ -31,9 +31,9 @@ Batching. Each completion is one row of T tokens: the context, the completion, t
 padding (the model is causal: nothing after the completion changes its losses). The trainers take
 T = the longest context + completion of the file (e->longest, at most their -t), so a short eval
 costs no more than its tokens. Rows are packed B at a time in file order, so an example's
-completions may straddle two forward passes, and any B works. The targets are the next tokens, 0 past the completion; only the completion's positions are
-read. With several ranks each takes a contiguous share of the examples (eval_run's range) and the
-counts of right answers are added up.
+completions may straddle two forward passes, and any B works. The targets are the next tokens, 0
+past the completion; only the completion's positions are read. With several ranks each takes a
+contiguous share of the examples (eval_run's range) and the counts of right answers are added up.
 */
 #ifndef COMMON_EVAL_H
 #define COMMON_EVAL_H
@@ -90,7 +90,8 @@ static inline void eval_set_load(EvalSet* e, const char* path, int vocab_size, i
     FILE* f = fopen_check(path, "rb");
     long size = file_size_check(f, path);
     if (size < (long)(EVAL_HEADER_INTS * sizeof(int32_t))) {
-        fatal("eval file %s: %ld bytes, shorter than its %zu-byte header", path, size, EVAL_HEADER_INTS * sizeof(int32_t));
+        fatal("eval file %s: %ld bytes, shorter than its %zu-byte header", path, size,
+              EVAL_HEADER_INTS * sizeof(int32_t));
     }
     int32_t header[EVAL_HEADER_INTS];
     fread_check(header, sizeof(int32_t), EVAL_HEADER_INTS, f, path);
@@ -129,7 +130,8 @@ static inline void eval_set_load(EvalSet* e, const char* path, int vocab_size, i
         if (end > n) { fatal("eval file %s is truncated: example %d of %d is cut off", path, i, e->num_examples); }
         // the lengths must add up to the size the example states
         long p = pos + EVAL_EXAMPLE_FIELDS;
-        for (int c = -1; c < K && p >= 0; c++) { p = p < end ? p + 1 + s[p] : -1; }  // the context (c -1), the completions
+        // the context (c -1), then the completions; -1 once a length field lies past the end
+        for (int c = -1; c < K && p >= 0; c++) { p = p < end ? p + 1 + s[p] : -1; }
         if (p != end) {
             fatal("eval file %s: example %d: its lengths do not add up to its size of %ld bytes", path, i, bytes);
         }
@@ -166,8 +168,8 @@ static inline void eval_set_load(EvalSet* e, const char* path, int vocab_size, i
             eval_check_tokens(e, i, r->completion, r->completion_length, vocab_size);
             int length = context_length + r->completion_length;
             if (T > 0 && length > T) {
-                fatal("eval file %s: example %d, completion %d: context and completion are %d tokens, more than -t %d", path, i, c,
-                      length, T);
+                fatal("eval file %s: example %d, completion %d: context and completion are %d tokens, more than -t %d",
+                      path, i, c, length, T);
             }
             if (length > e->longest) { e->longest = length; }
             p = r->completion + r->completion_length;
@@ -191,7 +193,9 @@ static inline void eval_fill_row(const EvalSet* e, long r, int T, int* inputs, i
     const uint16_t* s = e->stream;
     int n = row->context_length + row->completion_length;
     for (int t = 0; t < T; t++) {
-        int at = t < row->context_length ? s[row->context + t] : t < n ? s[row->completion + t - row->context_length] : 0;
+        int at = t < row->context_length ? s[row->context + t]
+                 : t < n                 ? s[row->completion + t - row->context_length]
+                                         : 0;
         inputs[t] = at;
         if (t > 0) { targets[t - 1] = t < n ? at : 0; }
     }
@@ -270,8 +274,8 @@ static inline void eval_writer_put(EvalWriter* w, long v) {
 
 // one example: its context (n_context tokens), K completions (completions[c], lengths[c] tokens)
 // and the index of the right one
-static inline void eval_writer_add(EvalWriter* w, const int* context, int n_context, int K, const int* const* completions,
-                                   const int* lengths, int label) {
+static inline void eval_writer_add(EvalWriter* w, const int* context, int n_context, int K,
+                                   const int* const* completions, const int* lengths, int label) {
     if (w->num_examples >= 65535) { fatal("eval file: more than 65535 examples do not fit its index field"); }
     size_t start = w->used;
     eval_writer_put(w, EVAL_START);
@@ -286,7 +290,9 @@ static inline void eval_writer_add(EvalWriter* w, const int* context, int n_cont
         for (int i = 0; i < lengths[c]; i++) { eval_writer_put(w, completions[c][i]); }
     }
     long bytes = 2 * (long)(w->used - start);
-    if (bytes > 65535) { fatal("eval file: example %d has %ld bytes, more than its size field holds", w->num_examples, bytes); }
+    if (bytes > 65535) {
+        fatal("eval file: example %d has %ld bytes, more than its size field holds", w->num_examples, bytes);
+    }
     w->stream[start + 1] = (uint16_t)bytes;
     if (bytes > w->longest_bytes) { w->longest_bytes = bytes; }
     w->num_examples++;

@@ -301,7 +301,8 @@ static inline void run_report_evaluation(Logger* lg, int step, int last, int hav
     if (eval_total > 0) {
         float acc = (float)eval_correct / (float)eval_total;
         size_t n = strlen(line), k = strlen(log);
-        snprintf(line + n, sizeof(line) - n, "%seval acc %.4f (%ld/%ld)", n ? " | " : "", acc, eval_correct, eval_total);
+        snprintf(line + n, sizeof(line) - n, "%seval acc %.4f (%ld/%ld)", n ? " | " : "", acc, eval_correct,
+                 eval_total);
         snprintf(log + k, sizeof(log) - k, " eval_acc=%.4f", acc);
     }
     if (arith) {

@@ -113,7 +113,9 @@ static void test_read_back(void) {
             for (int t = 0; t < T && ok; t++) {
                 int next = t + 1 < x->n_context + x->lengths[c] ? want[t + 1] : 0;
                 ok = inputs[t] == want[t] && targets[t] == next;
-                if (!ok) { printf("  example %d completion %d position %d: input %d target %d\n", i, c, t, inputs[t], targets[t]); }
+                if (!ok) {
+                    printf("  example %d completion %d position %d: input %d target %d\n", i, c, t, inputs[t], targets[t]);
+                }
             }
         }
     }
