@@ -1218,6 +1218,7 @@ static const float* cpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
     return m->acts.logits + row * m->config.padded_vocab_size;
 }
+static const float* cpu_losses(void* self) { return ((GPT2*)self)->acts.losses; }
 static const float* cpu_weights(void* self) { return ((GPT2*)self)->params_memory; }
 static void cpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
@@ -1278,6 +1279,7 @@ int main(int argc, char** argv) {
         .grad_sumsq = cpu_grad_sumsq,            // clipping: the squares of the gradients, of a shard
         .update = cpu_update,                    // AdamW, of a shard (all parameters on one process)
         .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
+        .losses = cpu_losses,                    // the multiple-choice eval reads the loss of each position
         .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
         .moments = cpu_moments,
         .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer
