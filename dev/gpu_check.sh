@@ -430,7 +430,7 @@ LOG
 ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch"
 # each stage's time budget in seconds (less when the total budget has less left)
 declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=150 [kernels]=90 [build_rest]=120
-                    [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=90 [cli]=45 [sanitizer]=150 [timing_gelu]=60
+                    [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=120 [cli]=45 [sanitizer]=150 [timing_gelu]=60
                     [shakespeare]=60 [torch]=150 [selftest]=30)
 LAYER_STAGES="training cross cli selftest"
 
