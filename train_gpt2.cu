@@ -392,13 +392,11 @@ __global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* d
 // One warp per row; the statistics in fp32, two passes (mean, then the variance around it). The
 // forward saves mean and rstd; the backward recomputes xhat = (x - mean) * rstd from x.
 
-// A row kernel keeps what it reads of a row in registers, so that its later passes over the row
-// cost no memory traffic: lane `lane` holds its vectors i = (lane + 32 k) W, k < HeldRow::K, the
-// first ROW_HELD_COLS columns of the row at any width W (a whole row of GPT-2 124M or 350M). A
-// longer row reads the columns past those from memory again at each pass (L1 or L2: the warp has
-// just read them). for_lane_vectors walks the lane's vectors in column order, the held ones in a
-// loop of constant trip count that nvcc unrolls, so that held(h, k, i) is a register there and a
-// load past them (nvcc --resource-usage: no stack frame, no spills in any kernel that holds rows).
+// A row kernel keeps what it reads of a row in registers (HeldRow), so that its later passes over
+// the row cost no memory traffic: lane `lane` holds its vectors i = (lane + 32 k) W, k < K, the
+// first ROW_HELD_COLS columns (a whole row of GPT-2 124M or 350M); a longer row reads the columns
+// past those again at each pass (from L1 or L2). for_lane_vectors walks the held vectors in a loop
+// of constant trip count that nvcc unrolls, so that held(h, k, i) is a register there.
 #define ROW_HELD_COLS 1024
 
 template <typename T, int W>
@@ -517,21 +515,14 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 }
 
 // ----------------------------------------------------------------------------
-// Column sums: out[c] += sum over the N rows of in[r][c], deterministic (no atomics). They give
-// the bias gradients of the linear layers (column_grads, in = dout) and add up the LayerNorm
-// parameter gradients that the backward row kernels sum per block of rows (ln_grads_finish, in =
-// those partial sums).
-//
-// A block of 32 x 32 threads owns 32 columns; its threads walk the rows 32 apart (a warp reads 32
-// neighbouring columns of one row: coalesced) and the 32 partial sums of each column are added in
-// a fixed order through shared memory (column_tile_sums). column_sums does that over all rows in
-// one launch: right for the few hundred partial rows of ln_grads_finish. For the N = B * T rows of
-// a bias gradient it would give too few blocks (24 at C = 768, for a GPU of 132 SMs), so
-// column_grads splits the rows into column_splits(N) chunks of at least COLUMN_CHUNK_ROWS (the
-// count depends on N only, so every GPU adds the same numbers in the same order): stage 1
-// (column_grads_kernel) writes each chunk's sums to column_partials, stage 2
-// (column_finish_kernel) adds the chunks of each column in chunk order. At N = 8192 rows and
-// C = 768: 32 chunks, 768 blocks in stage 1.
+// Column sums: out[c] += sum over the N rows of in[r][c], in a fixed order (no atomics). They give
+// the bias gradients (column_grads, in = dout) and add up the blocks' partial sums of the
+// LayerNorm parameter gradients (ln_grads_finish). A block of 32 x 32 threads owns 32 columns: its
+// threads walk the rows 32 apart (coalesced), and the 32 partial sums of each column are added in
+// order through shared memory (column_tile_sums). column_sums does that over all rows in one
+// launch, right for a few hundred rows; the B * T rows of a bias gradient would give too few
+// blocks, so column_grads splits them into column_splits(N) chunks (a count fixed by N): stage 1
+// writes each chunk's sums to column_partials, stage 2 adds the chunks of each column in order.
 template <typename Td>
 struct ColumnJob {
     float* out;    // (C) += the column sums
@@ -556,10 +547,8 @@ static int column_splits(int N) {
 static float* column_partials = NULL;
 static size_t column_partials_cols = 0;
 
-// The sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x of
-// a block of 32 x 32 threads, in a fixed order: the threads walk the rows 32 apart, then the 32
-// partial sums of each column are added in order through shared memory. Returns 1 where *total
-// holds the column's sum (threadIdx.y == 0, c < C), 0 elsewhere.
+// the sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x;
+// returns 1 where *total holds it (threadIdx.y == 0, c < C), 0 elsewhere
 template <typename Td>
 __device__ int column_tile_sums(const Td* in, int C, int r_begin, int r_end, float* total) {
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
@@ -622,24 +611,18 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 // ----------------------------------------------------------------------------
 // The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r
 // dout[r][c], are sums over all N rows. The backward row kernels (layernorm_backward_kernel here,
-// siamese_input_backward_kernel below) sum them as they go, with no second pass over the
-// rows. A block takes ln_block_rows(N) consecutive rows (a multiple of ROW_WARPS; the last block
-// may hold fewer) and works through them ROW_WARPS rows at a time (ln_backward_rounds):
-//   1. one warp per row: the row's reductions (the means of its LayerNorm backwards), into shared
-//      memory for step 2;
-//   2. the whole block over the columns: thread t owns the vectors of W columns t, t + 256, ... and,
-//      for each of the ROW_WARPS rows in order, reads the row's elements in its columns, writes
-//      the input gradients and adds the row's parameter-gradient terms to its running sums, which
-//      live in shared memory (n sums of C floats) but only that thread ever touches.
-// At the end each block writes its sums as one partial row per sum, (n, blocks, C) in ln_partials;
-// ln_grads_finish adds the partial rows of all blocks into the fp32 gradients (+=, column_sums).
-// The grid (at most LN_GRAD_BLOCKS blocks) and the rows of each block depend only on N, and the
-// columns each thread owns only on C and W: every GPU adds the same numbers in the same order.
+// siamese_input_backward_kernel below) sum them as they go. A block takes ln_block_rows(N)
+// consecutive rows and works through them ROW_WARPS rows at a time (ln_backward_rounds):
+//   1. one warp per row: the row's reductions (the means of its LayerNorm backwards);
+//   2. the whole block over the columns: thread t owns the vectors of W columns t, t + 256, ...;
+//      for each row of the round in order it writes the input gradients and adds the row's
+//      parameter-gradient terms to its running sums (in shared memory, touched by it alone).
+// Each block then writes its sums as partial rows, (n, blocks, C) in ln_partials, and
+// ln_grads_finish adds them into the gradients (column_sums). The grid and the rows of each block
+// depend only on N: every GPU adds the same numbers in the same order.
 
-// At most LN_GRAD_BLOCKS blocks (fewer for N < 4096): enough to give every SM of a large GPU a few
-// blocks, few enough that the partial rows stay small against the rows (9.4 MB for six sums at
-// C = 768, against 1.4 GB that the SiameseNorm backward moves at N = 65536). A first choice, to
-// tune on a GPU (dev/cuda/README.md).
+// At most LN_GRAD_BLOCKS blocks: enough to give every SM of a large GPU a few, few enough that
+// the partial rows stay small against the rows (a first choice, to tune on a GPU).
 #define LN_GRAD_BLOCKS 512
 
 // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
@@ -839,13 +822,9 @@ typedef struct {
     float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;
 } SiameseStats;
 
-// The input side, forward: a = LN(x), r = a + LN(y), u = LN(r). a_out may be NULL (the final merge
-// does not need a). Like every row kernel, it comes in the widths W = 1 and VEC_X (Pack, row_width).
-
-// The input side of one row whose x and y the warp holds (HeldRow: registers for the first
-// ROW_HELD_COLS columns): the statistics of x and y from registers, then a, r (r held in turn, for
-// its statistics and u), u and the six statistics. Each of a, r, u is written once; nothing is
-// read again from memory where the row is held whole.
+// The input side, forward: a = LN(x), r = a + LN(y), u = LN(r), for one row whose x and y the warp
+// holds: the statistics of x and y from registers, then a, r (held in turn, for its statistics
+// and u), u and the six statistics. a_out may be NULL (the final merge does not need a).
 template <int W>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
@@ -910,25 +889,19 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     cudaCheckLaunch();
 }
 
-// ----------------------------------------------------------------------------
-// The update side, forward: x_next = a + z / c and y_next = y + z. The formula lives in
-// siamese_update_value and nowhere else (its backward in siamese_update_dz); the kernels that run
-// it are the next input side's, forward and backward.
-
-// one element of the update, rounded to floatX as stored
+// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored;
+// the kernels that run it are the next input side's, forward and backward
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
     *y_next = (floatX)(y + z);
 }
 
-// its backward for the block output: dz = dx_next / c + dy_next (a's share of dx_next is taken in
-// siamese_input_backward)
+// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
 // The update folded into the next input side: one warp per row forms x = a_prev + z / c and
-// y = y_prev + z in registers (siamese_update_value), writes each once (the backward pass reads
-// them) and keeps them (HeldRow) for the input side of the row (siamese_input_row): x and y are
-// never read back, and the results are bit-identical to an element-wise update kernel followed by
+// y = y_prev + z in registers, writes each once (the backward pass reads them) and keeps them for
+// the input side of the row: bit-identical to an update kernel followed by
 // siamese_input_forward_kernel (dev/cuda/siamese_input_forward.cu checks that).
 template <int W>
 __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
@@ -964,26 +937,18 @@ static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_p
 }
 
 // ----------------------------------------------------------------------------
-// The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1;
-// at the final merge (streams_in 0) nothing flows in from a next sublayer and dx, dy are outputs
-// only. du = dL/du. On exit dx = dL/dx, dy = dL/dy, and the six parameter gradients have grown by
-// this input side's share (+=).
-//
-// The rows go in blocks, ROW_WARPS rows at a time (ln_backward_rounds):
-//   step 1, one warp per row: the means of the three LN backwards. mean(g), mean(g rhat) of the
-//     block-input LN from du and r (held in registers), then dr = LN_back(du) and da = dr + dx_next
-//     element by element, and the means of LN_back(dr; y) and LN_back(da; x) from them;
-//   step 2, the block over columns: for each row of the round, dr and da again from du, r, dx_next
-//     (recomputing costs a few flops; storing them would cost two fp32 (N, C) tensors written and
-//     read back), dy = dy_next + LN_back(dr; y), dx = LN_back(da; x), dz_prev, and the six
-//     parameter-gradient terms (du rhat, du; dr yhat, dr; da xhat, da) into the thread's sums.
-// ln_grads_finish then adds the blocks' partial sums into the gradients.
-//
-// The update's backward folded in: dx and dy on exit are dx_next and dy_next of the sublayer
-// before, whose update backward needs them to form its dz. Given dz_prev (and that sublayer's scale
-// c_prev), step 2 writes dz_prev = siamese_update_dz(dx, dy, c_prev) from the values in registers,
-// the same numbers as an element-wise kernel over dx and dy (dev/cuda/siamese_input_backward.cu
-// checks that).
+// The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at
+// the final merge, streams_in 0, they are outputs only); du = dL/du. On exit dx = dL/dx, dy =
+// dL/dy, and the six parameter gradients have grown by this input side's share. In the rounds of
+// ln_backward_rounds:
+//   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du
+//     and r (held), then, from dr = LN_back(du) and da = dr + dx_next, those of LN_back(dr; y) and
+//     LN_back(da; x);
+//   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost
+//     two fp32 tensors written and read back), dy, dx, and the six parameter-gradient terms.
+// Given dz_prev, step 2 also writes the update backward of the sublayer before from the dx and dy
+// in registers: dz_prev = siamese_update_dz(dx, dy, c_prev) (dev/cuda/siamese_input_backward.cu
+// checks it against an element-wise kernel).
 
 // the six sums of an input side, in the order of SiameseNormsT: (xw, xb, yw, yb, w, b)
 #define SIAMESE_SUMS 6
@@ -1265,13 +1230,14 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
     // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
     // and computes nothing) gives way to the next, and is not tried again
     int failed = 0;
-    cublasStatus_t st = p->status;
+    cublasStatus_t failure = p->status;  // the heuristic query's, then the last failed algorithm's
     for (; p->next < p->found; p->next++) {
         const cublasLtMatmulHeuristicResult_t* r = &p->algos[p->next];
         if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta, spec->D,
-                            p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
+                                           spec->D, p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
         if (st == CUBLAS_STATUS_SUCCESS) { break; }
+        failure = st;
         failed++;
         (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
     }
@@ -1279,13 +1245,13 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
     if (p == &transient) { lt_plan_destroy(p); }
     if (!ran && !allow_missing) {
         fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", spec->m, spec->n, spec->k,
-              (int)spec->epilogue, st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no algorithm offered");
+              (int)spec->epilogue, failure != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(failure) : "no algorithm offered");
     }
     static int noted = 0;  // said once per process: it repeats at every step
     if (failed > 0 && !noted) {
         noted = 1;
         printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n", failed,
-               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(st),
+               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(failure),
                ran ? "another algorithm ran instead" : "the GELU kernels run instead");
     }
     if (ran) { cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__); }
