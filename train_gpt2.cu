@@ -114,6 +114,22 @@ static inline void cublas_check(cublasStatus_t st, const char* call, const char*
 }
 #define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
 
+static void* cuda_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
+// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
+// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
+static void* pinned_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
 // Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
 static int cuda_device_usable(char* msg, size_t cap) {
     int n = 0;
@@ -163,11 +179,10 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// W consecutive elements of type T, read or written as one access. The row kernels that take a
-// width W are written once for W = 1 (any C: lane i walks the columns i, i + 32, ...) and for
-// W = VEC_X (where the row allows it, see row_width: lane i owns the 16-byte vectors i, i + 32, ...
-// of the row; rows of fp32 gradients then move W floats at a time, two 16-byte accesses in the
-// bf16 build)
+// Row kernels give each row of a (N, C) tensor to one warp, and warp shuffles combine the lanes'
+// partial sums (in fp32). They take a width W: with W = 1 (any C) lane i walks the columns i,
+// i + 32, ...; with W = VEC_X (where the row allows it, row_width) lane i owns the 16-byte vectors
+// i, i + 32, ... of the row. Pack is W consecutive elements of type T, read or written as one access.
 template <typename T, int W>
 struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
     T v[W];
@@ -194,8 +209,6 @@ static int row_width(size_t C, const void* const* p, int n) {
     return VEC_X;
 }
 
-// Row kernels give each row of a (N, C) tensor to one warp: lane i handles columns i, i+32, ...
-// and warp shuffles combine the per-lane partial sums (in fp32).
 #define ROW_WARPS 8  // warps per block of a row kernel (256 threads)
 
 static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
@@ -232,20 +245,15 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
     if (out2) { out2[i] = (floatX)e; }
 }
 
-// The backward pass scatter-adds each row of dL/de into wte[token] and wpe[t]. A token can appear
-// many times in a batch (a few tokens, "the" or ",", fill several percent of it), so, with no
-// atomics, the host makes a work list from the tokens alone (token_chunks_build, while the GPU runs
-// the forward pass): the positions grouped by token (tokens in order of first appearance,
-// positions increasing), each group cut into chunks of EMBED_CHUNK positions (the last one
-// shorter). Then
-//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in increasing order; a
-//     token with one chunk adds that sum into its row of dwte, the chunks of a token with several
-//     write their sums to partial rows (scratch of the backward pass);
-//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in chunk
-//     order into its row of dwte.
-// No block sums more than EMBED_CHUNK rows, however the tokens are spread, and every sum has an
-// order fixed by the tokens: deterministic, on any GPU. In siamese mode dL/de = dx + dy.
-// (Bytes and flops per launch: dev/cuda/README.md.)
+// The backward pass scatter-adds each row of dL/de (dx, plus dy in siamese mode) into wte[token]
+// and wpe[t]. A token can appear many times in a batch, so, with no atomics, the host makes a work
+// list from the tokens alone (token_chunks_build, while the GPU runs the forward pass): the
+// positions grouped by token, each group cut into chunks of EMBED_CHUNK positions. Then
+//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in order; a token with
+//     one chunk adds that sum into its row of dwte, the chunks of a token with several write
+//     partial rows;
+//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in order.
+// No block sums more than EMBED_CHUNK rows, and every sum has an order fixed by the tokens.
 
 #define EMBED_CHUNK 64     // positions per chunk
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
@@ -269,6 +277,24 @@ typedef struct {
     int* group_token;             // host (BT) scratch: the token of each group
     int* group_end;               // host (BT) scratch: the end of each group in pos
 } TokenChunks;
+
+static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
+    tc->BT = BT;
+    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
+    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
+    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+}
+
+static void token_chunks_free(TokenChunks* tc) {
+    cudaCheck(cudaFreeHost(tc->list));
+    cudaCheck(cudaFree(tc->d_list));
+    free(tc->group_of_token);
+    free(tc->group_token);
+    free(tc->group_end);
+}
 
 // the work list of the BT tokens (tc->list; the upload is the caller's)
 static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
@@ -353,7 +379,7 @@ __global__ void wte_finish_kernel(float* dwte, const float* partials, const int*
     int k = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) { return; }
     float sum = 0.0f;
-    for (int s = split_first[k]; s < split_first[k + 1]; s++) { sum += partials[(size_t)s * C + c]; }
+    for (int slot = split_first[k]; slot < split_first[k + 1]; slot++) { sum += partials[(size_t)slot * C + c]; }
     dwte[(size_t)split_token[k] * C + c] += sum;
 }
 
@@ -461,8 +487,7 @@ __device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, i
     return LnStats{mean, rstd};
 }
 
-// W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width).
-// The row is read once (held), the statistics come from registers, out is written once.
+// the row is read once (held), the statistics come from registers, out is written once
 template <int W>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
@@ -543,9 +568,17 @@ static int column_splits(int N) {
     return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
 }
 
-// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols
+// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols; it grows,
+// never shrinks (one process may allocate several models)
 static float* column_partials = NULL;
 static size_t column_partials_cols = 0;
+
+static void column_partials_reserve(size_t cols) {
+    if (cols <= column_partials_cols) { return; }
+    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
+    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
+    column_partials_cols = cols;
+}
 
 // the sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x;
 // returns 1 where *total holds it (threadIdx.y == 0, c < C), 0 elsewhere
@@ -629,9 +662,17 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
 static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
 
-// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols
+// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols; it grows like
+// column_partials
 static float* ln_partials = NULL;
 static size_t ln_partials_cols = 0;
+
+static void ln_partials_reserve(size_t cols) {
+    if (cols <= ln_partials_cols) { return; }
+    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
+    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
+    ln_partials_cols = cols;
+}
 
 // The rounds of one block: per_row(row, slot) by one warp per row (slot: its warp, the row's place
 // in the round), then, once every warp is done, per_column(base, rows) by the whole block for the
@@ -1376,9 +1417,9 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 // ----------------------------------------------------------------------------
 // causal self-attention: qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels; per
 // (b, head) out = causal softmax(q k^T / sqrt(HS)) v. Flash attention, in attention.cuh (a chapter
-// of its own): q, k, v read straight from the qkv rows, the output written into
-// the (B, T, C) rows the projection reads, and per row a log-sum-exp saved for the backward pass
-// instead of any (B, NH, T, T) tensor. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
+// of its own): q, k, v read straight from the qkv rows, the output written into the (B, T, C)
+// rows the projection reads, and per row a log-sum-exp saved for the backward pass (no (B, NH, T,
+// T) tensor). Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
@@ -1387,27 +1428,19 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 // entries V..Vp-1 are padding) and its gradient, in ONE pass over the row:
 //     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
-// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor
-// and the backward pass starts from dlogits. dloss = 1 / (B*T), the gradient of the mean loss;
-// the backward pass applies its loss scale as the alpha of the two matmuls that read dlogits.
-// So every forward pass with targets, training or evaluation, leaves dlogits behind, not logits;
-// one without targets (sampling) runs no classifier and leaves the logits to be read.
+// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor.
+// dloss = 1 / (B*T), the gradient of the mean loss; the backward pass applies its loss scale as
+// the alpha of the two matmuls that read dlogits. So every forward pass with targets leaves
+// dlogits behind, not logits; one without targets (sampling) leaves the logits to be read.
 //
-// One block of CLASSIFIER_THREADS threads per row. Each thread holds its share of the row in
-// registers as fp32, with -inf for the padding: CLASSIFIER_PER_THREAD entries, read in units of 4
-// bytes (units t, t + CLASSIFIER_THREADS, ... for thread t: each warp access is 128 contiguous
-// bytes). Then
-//   1. the row max M: each thread's max, then block_reduce;
-//   2. e_i = exp(x_i - M), kept in the registers in place of x_i (the one expf per entry), and the
-//      row sum S of them: each thread's sum, then block_reduce;
-//   3. loss = M + log S - logit[target] (thread 0), and dlogits_i = e_i * (dloss / S), less dloss
-//      at the target, stored from the registers.
-// The row is read from memory once and written once. That holds for rows of up to CLASSIFIER_TILE
-// = 51200 entries (GPT-2's 50304 among them): classifier_kernel<true>. 50 fp32 entries per thread
-// are what 1024 threads can keep in their 64 registers without a spill (ptxas, CUDA 13, sm_90). A
-// longer row takes classifier_kernel<false>, the same kernel over tiles of CLASSIFIER_TILE entries,
-// each step a loop over the tiles that loads each one again (and step 3 computes its exponentials
-// again). (Bytes and flops per launch: dev/cuda/README.md.)
+// One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD
+// entries of the row in registers as fp32 (-inf for the padding), read in 4-byte units t,
+// t + CLASSIFIER_THREADS, ... (coalesced). Then 1. the row max M (block_reduce); 2. e_i =
+// exp(x_i - M) in place of x_i, and their sum S; 3. loss = M + log S - logit[target], and
+// dlogits_i = e_i * (dloss / S), less dloss at the target. The row is read once and written once
+// for rows of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread
+// fill 1024 threads' 64 registers without a spill): classifier_kernel<true>. A longer row takes
+// classifier_kernel<false>, the same steps over tiles of the row, each loaded again per step.
 
 #define CLASSIFIER_THREADS 1024
 #define CLASSIFIER_PER_THREAD 50
@@ -1522,10 +1555,9 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 // optimizer kernels
 
 // partial sums of squares of the fp32 gradients, one per block; the host adds the partials in
-// order (in double). The grid is a function of n alone (norm_blocks), so every addition happens in
-// an order fixed by n: deterministic, on any GPU. Small tensors get few blocks (each thread sums at
-// least NORM_PER_THREAD elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM
-// H100 (4 resident blocks of 512 threads per SM: 528 at once).
+// order (in double). The grid is a function of n alone (norm_blocks): every addition happens in an
+// order fixed by n. Small tensors get few blocks (each thread sums at least NORM_PER_THREAD
+// elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM H100.
 #define NORM_THREADS 512
 #define NORM_MAX_BLOCKS 1024
 #define NORM_PER_THREAD 16
@@ -1732,40 +1764,6 @@ static size_t point_scratch(GradScratch* t, char* memory, const GPT2Config* cfg,
     return n;
 }
 
-static void* cuda_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
-// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
-static void* pinned_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
-    tc->BT = BT;
-    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
-    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
-    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-}
-
-static void token_chunks_free(TokenChunks* tc) {
-    cudaCheck(cudaFreeHost(tc->list));
-    cudaCheck(cudaFree(tc->d_list));
-    free(tc->group_of_token);
-    free(tc->group_token);
-    free(tc->group_end);
-}
-
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
@@ -1869,23 +1867,6 @@ static void gpt2_upload_params(GPT2* m) {
         memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors
     }
     cudaCheck(cudaDeviceSynchronize());
-}
-
-// the scratch of the column sums (column_grads) for rows of up to cols columns, and of the
-// LayerNorm backwards' block sums (ln_partials) for n sums of C columns with n * C up to cols;
-// each grows, never shrinks (one process may allocate several models)
-static void column_partials_reserve(size_t cols) {
-    if (cols <= column_partials_cols) { return; }
-    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
-    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
-    column_partials_cols = cols;
-}
-
-static void ln_partials_reserve(size_t cols) {
-    if (cols <= ln_partials_cols) { return; }
-    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
-    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
-    ln_partials_cols = cols;
 }
 
 // allocates, once, everything training with micro-batches of (B, T) needs
@@ -2052,26 +2033,26 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
                 break;
             }
             case NORM_POST: {
-                floatX* sum = acts->lnsum + k * N;
+                floatX* r = acts->lnsum + k * N;
                 block_forward(m, l, s, z, x, B, T);                                // z = F(x)
-                residual_forward(sum, x, z, N);                                    // r = x + z
-                layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
+                residual_forward(r, x, z, N);                                      // r = x + z
+                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);         // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
+                floatX* a = acts->lnx + k * N;
+                floatX* r = acts->lnsum + k * N;
                 floatX* u = acts->blockin + k * N;
-                floatX* lnx = acts->lnx + k * N;
                 floatX* y = acts->resy + k * N;
-                // a = LN(x), u = LN(a + LN(y)); after the first sublayer, x and y come from the update
-                // of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
+                SiameseStats st = sublayer_stats(acts, k, BT);
+                // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
+                // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
                 if (k > 0) {
                     siamese_update_input_forward(x, y, acts->lnx + (k - 1) * N, acts->resy + (k - 1) * N,
-                                                 acts->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx,
-                                                 acts->lnsum + k * N, u, sublayer_stats(acts, k, BT), sublayer_norms(p, l, s, C),
-                                                 BT, C);
+                                                 acts->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), a, r, u,
+                                                 st, sublayer_norms(p, l, s, C), BT, C);
                 } else {
-                    siamese_input_forward(lnx, acts->lnsum + k * N, u, sublayer_stats(acts, k, BT), x, y,
-                                          sublayer_norms(p, l, s, C), BT, C);
+                    siamese_input_forward(a, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C);
                 }
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 break;

@@ -140,10 +140,10 @@ plant "padding of dlogits not written (units past V skipped)" train_gpt2.cu \
 #    has no token with more than one chunk): a chunk left out, then the chunks added in reverse
 #    order (the sum changes in its last bits: the kernel's check is bit for bit)
 plant "a chunk skipped in wte_finish_kernel" train_gpt2.cu \
-    '/^__global__ void wte_finish_kernel/,/^}/s/s < split_first\[k + 1\]; s++/s < split_first[k + 1] - 1; s++/' \
+    '/^__global__ void wte_finish_kernel/,/^}/s/slot < split_first\[k + 1\]; slot++/slot < split_first[k + 1] - 1; slot++/' \
     encoder_backward 2 N=300 C=50 V=301
 plant "chunks added out of order in wte_finish_kernel" train_gpt2.cu \
-    '/^__global__ void wte_finish_kernel/,/^}/s/for (int s = split_first\[k\]; s < split_first\[k + 1\]; s++)/for (int s = split_first[k + 1] - 1; s >= split_first[k]; s--)/' \
+    '/^__global__ void wte_finish_kernel/,/^}/s/for (int slot = split_first\[k\]; slot < split_first\[k + 1\]; slot++)/for (int slot = split_first[k + 1] - 1; slot >= split_first[k]; slot--)/' \
     encoder_backward 2 N=300 C=50 V=301
 
 exit $failed
