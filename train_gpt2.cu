@@ -2228,9 +2228,9 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     float bc2 = 1.0f - powf(beta2, (float)t);
     ParamSlice slices[NUM_PARAMETER_TENSORS];
     int num_slices = param_slices(m->param_sizes, lo, hi, slices);  // [lo, hi) cut at the tensors
-    for (int s = 0; s < num_slices; s++) {
-        size_t start = slices[s].start, n = slices[s].n, held = start - m->opt_lo;
-        float wd = param_tensor_decays(slices[s].tensor) ? weight_decay : 0.0f;
+    for (int i = 0; i < num_slices; i++) {
+        size_t start = slices[i].start, n = slices[i].n, held = start - m->opt_lo;
+        float wd = param_tensor_decays(slices[i].tensor) ? weight_decay : 0.0f;
         adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
                                                       m->grads_memory + start, m->m_memory + held, m->v_memory + held,
                                                       n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
