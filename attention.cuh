@@ -180,8 +180,7 @@ struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 // copies one element at a time (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
-    static constexpr int per_row = HSP / FA_VEC;  // vectors per row
-    static constexpr int count = ROWS * per_row / FA_THREADS;
+    static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
     static_assert(ROWS * per_row % FA_THREADS == 0, "whole vectors per thread");
     FaVec v[count];
 };
@@ -218,6 +217,21 @@ __device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* d
         dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
     }
 }
+
+// keys and values, or queries and dO: two tiles of the same rows, the second stored ROWS rows after
+// the first in shared memory
+template <int ROWS, int HSP>
+struct FaTilePair {
+    FaTileRegs<ROWS, HSP> a, b;
+    __device__ __forceinline__ void fetch(const FaRows& ga, const FaRows& gb, int t0) {
+        fa_fetch(a, ga, t0);
+        fa_fetch(b, gb, t0);
+    }
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& ga, const FaRows& gb, int t0) const {
+        fa_put(a, dst, ld, ga, t0);
+        fa_put(b, dst + ROWS * ld, ld, gb, t0);
+    }
+};
 
 // a warp's 16 x HSP accumulators (HSP / 16 fragments) -> floatX rows [t0, t0 + 16) of dst (row
 // stride `stride`; rows below T, channels below HS), staged in fp32 at `stage` (leading dimension ld)
@@ -307,11 +321,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         fa_fetch(qr, qs, q0);
         fa_put(qr, Qs, L::LDX, qs, q0);
     }
-    FaTileRegs<BC, HSP> kr, vr;  // buffer u: keys at KV + 2u * BC * LDX, values after them
-    fa_fetch(kr, ks, 0);
-    fa_fetch(vr, vs, 0);
-    fa_put(kr, KV, L::LDX, ks, 0);
-    fa_put(vr, KV + BC * L::LDX, L::LDX, vs, 0);
+    FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
+    kv.fetch(ks, vs, 0);
+    kv.put(KV, L::LDX, ks, vs, 0);
     __syncthreads();
 
     FaAcc idx, o[NF];
@@ -330,10 +342,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) {  // the next tile's loads, in flight during this tile's math
-            fa_fetch(kr, ks, k0 + BC);
-            fa_fetch(vr, vs, k0 + BC);
-        }
+        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T for the warp's 16 rows
         FA_ROLLED
         for (int j = 0; j < BC / 16; j++) {
@@ -390,11 +399,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 fa_mma(o[c], pa, vb);
             }
         }
-        if (kt + 1 < ntiles) {
-            floatX* next = KV + ((kt + 1) & 1) * 2 * BC * L::LDX;
-            fa_put(kr, next, L::LDX, ks, k0 + BC);
-            fa_put(vr, next + BC * L::LDX, L::LDX, vs, k0 + BC);
-        }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2
@@ -455,12 +460,11 @@ struct FaBwd {
 // there) or D of one query, into buffer u of the (q, dO) tiles QD and the (lse, D) rows ST
 template <int BQ, int HSP>
 struct FaQueryStep {
-    FaTileRegs<BQ, HSP> q, dO;
+    FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
     __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse_h, const float* D_h,
                                           int q0) {
-        fa_fetch(q, qs, q0);
-        fa_fetch(dO, dos, q0);
+        qdo.fetch(qs, dos, q0);
         int t = q0 + threadIdx.x % BQ;
         if (threadIdx.x < BQ) {
             stat = t < qs.T ? lse_h[t] * FA_LOG2E : INFINITY;
@@ -470,8 +474,7 @@ struct FaQueryStep {
     }
     __device__ __forceinline__ void put(floatX* QD, float* ST, int ldx, int u, const FaRows& qs, const FaRows& dos,
                                         int q0) {
-        fa_put(q, QD + 2 * u * BQ * ldx, ldx, qs, q0);
-        fa_put(dO, QD + (2 * u + 1) * BQ * ldx, ldx, dos, q0);
+        qdo.put(QD + 2 * u * BQ * ldx, ldx, qs, dos, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
@@ -520,11 +523,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         const int k0 = kt * FA_KEYS;
         __syncthreads();  // the previous key tile's last reads of shared memory are done
         {
-            FaTileRegs<FA_KEYS, HSP> kr, vr;
-            fa_fetch(kr, ks, k0);
-            fa_fetch(vr, vs, k0);
-            fa_put(kr, Ks, L::LDX, ks, k0);
-            fa_put(vr, Vs, L::LDX, vs, k0);
+            FaTilePair<FA_KEYS, HSP> kv;
+            kv.fetch(ks, vs, k0);
+            kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
         }
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
