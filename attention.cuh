@@ -455,9 +455,9 @@ struct FaBwd {
     static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging fits the (k, v) tiles");
 };
 
-// a query step of the dK/dV kernel on its way to shared memory: q and dO rows [q0, q0 + BQ)
-// (fa_fetch, fa_put), and for threads 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0
-// there) or D of one query, into buffer u of the (q, dO) tiles QD and the (lse, D) rows ST
+// a query step of the dK/dV kernel on its way to shared memory: q and dO rows [q0, q0 + BQ), and
+// for threads 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query,
+// into buffer u of the (q, dO) tiles QD and of the (lse, D) rows ST
 template <int BQ, int HSP>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
