@@ -8,7 +8,8 @@
 # tests/bin/mkshard, so the whole file takes a few seconds. It checks
 #   a. exact resume: 2K steps straight == K steps, stop, resume -y 1 for K more (step losses,
 #      val losses, final model and state files byte for byte), with gradient accumulation, a val
-#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run
+#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run;
+#      1 and 2 threads give identical losses and models (the tiny model, and a fresh d2)
 #   b. bad input of every class ends with exactly one "error: ..." line on stderr and exit status 1
 #      (checkpoints, state files, data, flags, output folders); a missing state file
 #   c. a full disk (ulimit -f, SIGXFSZ ignored) while checkpointing: error, exit 1, no .tmp left,
@@ -16,7 +17,8 @@
 #   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS, which only the test build $HOOKS reads)
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
 #   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
-#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x);
+#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x,
+#      -w without -K wsd, -q with -K constant, -n and -nk without -o); -m above the val data: one pass
 #      -y 1 on a folder with a log but no checkpoint; NaN/Inf weights and moments; .tmp debris
 # KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
@@ -27,7 +29,7 @@ HOOKS=${HOOKS:-tests/bin/train_gpt2_hooks}  # the same trainer built with -DTEST
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 MODEL=data/test/siamese/model.bin
 # one thread (tiny model), except the exact-resume runs: two, so that they also check that the
-# OpenMP reductions give the same bits from run to run
+# OpenMP reductions give the same bits from run to run, and the same bits as one thread
 export OMP_NUM_THREADS=1
 unset TRAIN_GPT2_NAN_STEPS
 source tests/cli_lib.sh  # the work folder $W and the helpers (ok, bad, run, expect_error, check, ...)
@@ -77,6 +79,22 @@ check "resume: ... and says so" grep -q "already complete" "$W/resume:_an_alread
 expect_success "fresh d1: 2 steps" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 2 -s 0 -o "$W/d1"
 expect_success "fresh d1: resume to 3" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 3 -s 0 -o "$W/d1" -y 1
 check "fresh d1: pairs 2 and 3" test -f "$W/d1/model_00000003.bin" -a -f "$W/d1/state_00000002.bin"
+
+# 1 and 2 threads give the same bits: the tiny model's straight run again on one thread, and a
+# fresh d2 (C 128, V 50257: matmuls split into several tasks, attention and the classifier wide)
+expect_success "threads: the straight run on one thread" env OMP_NUM_THREADS=1 "$TRAIN" "${FLAGS[@]}" -x 8 -n 4 \
+    -o "$W/one_thread"
+check "threads: 1 and 2 threads, identical train loss, norm and lr at every step" \
+    diff <(train_lines "$W/straight/main.log") <(train_lines "$W/one_thread/main.log")
+check "threads: 1 and 2 threads, model_00000008.bin byte-identical" \
+    cmp -s "$W/straight/model_00000008.bin" "$W/one_thread/model_00000008.bin"
+for threads in 1 2; do
+    expect_success "threads: fresh d2 on $threads" env OMP_NUM_THREADS=$threads "$TRAIN" -e d2 -N siamese \
+        -i "$TRAIN_GLOB" -j "" -b 2 -t 24 -x 3 -s 0 -o "$W/d2_$threads"
+done
+check "threads: fresh d2, 1 and 2 threads: model_00000003.bin byte-identical" \
+    cmp -s "$W/d2_1/model_00000003.bin" "$W/d2_2/model_00000003.bin"
+check "threads: fresh d2, 1 and 2 threads: identical train lines" diff <(train_lines "$W/d2_1/main.log") <(train_lines "$W/d2_2/main.log")
 
 # killed (SIGKILL) mid-run, soon after its first checkpoint, then resumed: the same final files as
 # a run never killed
@@ -220,12 +238,23 @@ expect_error "data: no shard matches" "no file matches" "$TRAIN" -e "$MODEL" "${
 expect_error "data: shard smaller than a batch" "only 10 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/small.bin"
 cp "$W/data/val_000.bin" "$W/data/cut.bin"; truncate -s 1100 "$W/data/cut.bin"
 expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/cut.bin" -v 1
+# -m above the batches the validation data holds (val_000.bin: 100 tokens, 6 windows of 2*8 + 1):
+# one pass over them, as -m 6 (the loader went round again, and the loss averaged repeats)
+expect_success "val: -m 6, the 6 batches of val_000.bin" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 6
+expect_success "val: -m 50" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 50
+check "val: -m 50 gives the val losses of -m 6 (steps 0 and 2)" diff <(grep "^val loss" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out") \
+    <(grep "^val loss" "$W/val:_-m_50.out")
+check "val: -m 50: ... and says so" grep -qx "note: -m 50 is more than the validation data holds: 6 batches of B\*T = 16 tokens, each once" \
+    "$W/val:_-m_50.out"
+check "val: -m 6: ... says nothing" test -z "$(grep -e "-m 6" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out")"
 
 mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
 expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
 
 # flags (tests/cli_flags.sh: the same checks run against train_gpt2cu in tests/test_train_cu_cli.sh)
 source tests/cli_flags.sh
+# an absurd thread count: libgomp failed to start the threads (50000) or crashed (100000)
+expect_error "OMP_NUM_THREADS=100000" "OMP_NUM_THREADS asks for 100000 threads" env OMP_NUM_THREADS=100000 "$TRAIN" -e "$MODEL" "${T[@]}"
 # output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable
 # folders here are ones that no permission lets anyone write: below a regular file, and /proc.
 : > "$W/plainfile"
@@ -370,6 +399,21 @@ expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 
 check "note: ... says the lr never reaches -l" grep -qx "note: warmup -u 8 is longer than the run -x 2: the learning rate ends at 0.00025, not at -l 0.001" "$W/note:_-u_larger_than_-x.out"
 expect_success "note: -u equal to -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 2 -x 2
 check "note: ... says nothing" test -z "$(grep warmup "$W/note:_-u_equal_to_-x.out")"
+# flags that another flag makes useless: -w without -K wsd, -q with -K constant, -n and -nk without -o
+for spec in "-w 0.5:note: -w 0.5 is ignored: it sets the decay of -K wsd, and the schedule is -K cosine" \
+            "-K linear -w 0.3:note: -w 0.3 is ignored: it sets the decay of -K wsd, and the schedule is -K linear" \
+            "-K constant -q 0.5:note: -q 0.5 is ignored: -K constant does not decay" \
+            "-n 1:note: -n 1 is ignored: without an output folder -o no checkpoint is written" \
+            "-nk 2:note: -nk 2 is ignored: without an output folder -o no checkpoint is written"; do
+    name="note: ${spec%%:*}"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" ${spec%%:*}
+    check "$name: ... says it is ignored" grep -qxF "${spec#*:}" "$W/${name//[\/ ]/_}.out"
+done
+for spec in "-K wsd -w 0.3" "-K cosine -q 0.5" "-n 1 -nk 2 -o $W/notes_n"; do
+    name="note: $spec"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" $spec
+    check "$name: ... says nothing is ignored" test -z "$(grep ignored "$W/${name//[\/ ]/_}.out")"
+done
 # good_run was planned with -x 2 (warmup 100): resumed to -x 4 the schedule changes
 cp -r "$W/good_run" "$W/longer"
 expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 -x 4 -u 1 -o "$W/longer" -y 1
