@@ -2,7 +2,7 @@
 """dev/roofline.py: a written cost model of one CUDA training step of train_gpt2cu (bf16).
 
 For every kernel that one training step launches (gpt2_forward, gpt2_backward, the gradient norm
-and AdamW in train_gpt2.cu, siamese.cuh and attention.cuh), and for every cuBLASLt matmul by
+and AdamW in train_gpt2.cu and attention.cuh), and for every cuBLASLt matmul by
 shape, it counts from the shapes alone:
     launches per step,
     bytes that must cross HBM (reads + writes, at the least: each tensor a launch touches counted
@@ -412,7 +412,8 @@ def read_launch_log(text, root="."):
     """[name or (M, N, K)] from a CUDACPU_LAUNCH_LOG (tests/cudacpu): our kernels by name, cuBLASLt's
     calls as the model's [M x N x K] (cuBLASLt's column-major m, n, k are our N, M, K). A launch
     through a variable (`kernel<<<...>>>`) is named by the first NAME_kernel on the `auto kernel = ...`
-    line above it in the source."""
+    line above it in the source, or where that line takes it from a table (`auto forward =
+    cfg->forward`), by the one kernel of that source whose name holds the variable's."""
     out, sources = [], {}
     for line in text.splitlines():
         f = line.split()
@@ -429,11 +430,18 @@ def read_launch_log(text, root="."):
                 except OSError:
                     sources[path] = []
             src, i = sources[path], int(lineno) - 1
-            for j in range(i - 1, max(i - 8, -1), -1):
+            for j in range(i - 1, max(i - 12, -1), -1):
                 if 0 <= j < len(src):
-                    m = re.search(r"auto\s+" + re.escape(name) + r"\s*=.*?\b([A-Za-z_]\w*_kernel)\b", src[j])
+                    m = re.search(r"auto\s+" + re.escape(name) + r"\s*=(.*)", src[j])
                     if m:
-                        name = m.group(1)
+                        k = re.search(r"\b([A-Za-z_]\w*_kernel)\b", m.group(1))
+                        if k:
+                            name = k.group(1)
+                        else:  # a kernel from a table (auto forward = cfg->forward): the one kernel of
+                            # this source whose name holds the variable's
+                            defined = re.findall(r"__global__(?:.|\n){0,200}?\b(\w+_kernel)\s*\(", "\n".join(src))
+                            hits = sorted({d for d in defined if re.search(r"(^|_)" + re.escape(name) + r"(_|$)", d)})
+                            name = hits[0] if len(hits) == 1 else name
                         break
             out.append(name)
         elif line.strip():
