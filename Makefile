@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-eval test-hf test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-eval test-hf test-roofline test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -237,6 +237,15 @@ test-plot:
 	@if command -v python3 > /dev/null 2>&1; then python3 dev/test_plot.py && python3 dev/data/test_progress.py; \
 	else echo "test-plot: skipped: python3 not found"; fi
 
+# doc/cuda.md's roofline table is dev/roofline.py's current output, and the script's own checks
+# (the counts against attention.cuh's and dev/cuda/README.md's, the profile join on canned CSVs);
+# standard library only, skipped without python3
+test-roofline: | tests/bin
+	@if command -v python3 > /dev/null 2>&1; then python3 dev/roofline.py --check doc/cuda.md && \
+		python3 dev/roofline.py --self-test > tests/bin/roofline_self_test.txt || { cat tests/bin/roofline_self_test.txt; exit 1; }; \
+		tail -n 1 tests/bin/roofline_self_test.txt; \
+	else echo "test-roofline: skipped: python3 not found"; fi
+
 # several processes (common/dist.h): 2 ranks against 1, bit-identical repeats and resumes, ZeRO-1 on
 # and off, errors, a killed rank, a parameter count 2 and 3 do not divide; the CUDA trainer's host
 # path through the CPU execution layer, and its NCCL path with tests/fake_nccl/nccl.h as NCCL
@@ -262,8 +271,8 @@ test-kernels: test_gpt2
 	else bash tests/test_kernels.sh; fi
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-eval test-dev-cuda test-kernels test-cu-training \
-	test-lt-fault
+	test-plot test-roofline test-fuzz-replay test-dist check-cuda test-cudacpu test-eval test-dev-cuda test-kernels \
+	test-cu-training test-lt-fault
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

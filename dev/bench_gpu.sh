@@ -8,7 +8,7 @@
 #      autocast, fused AdamW, SDPA flash attention, torch.compile) in pre and siamese mode at the
 #      same B (a smaller one when it does not fit; the table says so),
 #   3. prints ms/step (median over the steps after WARMUP), tokens/s, MFU against the GPU's bf16
-#      dense peak, and peak GPU memory (nvidia-smi polled every 100 ms, minus the memory in use
+#      dense peak (by our formula and by llm.c's, below), and peak GPU memory (nvidia-smi polled every 100 ms, minus the memory in use
 #      before the run; PyTorch also reports torch.cuda.max_memory_allocated),
 #   4. prints the speed and memory goals of the CUDA trainer as ratios:
 #        siamese tok/s / compiled PyTorch siamese tok/s   >= 1.3
@@ -16,7 +16,11 @@
 #        MFU at d12 (siamese and pre)                      >= 45%
 #        siamese peak memory / pre peak memory             <= 1.10
 # MFU = flops_per_token * tok/s / peak, flops_per_token = 6 * parameters + 12 * L * C * T (the
-# formula train_gpt2cu uses for its own "| MFU" field, which is shown next to ours for a check).
+# formula train_gpt2cu uses for its own "| MFU" field, which is shown next to ours for a check:
+# attention's q.k^T and att.v at 4 L C T per token forward, times 3 with the backward). llm.c
+# counts 6 * parameters + 6 * L * C * T, T the run's sequence length (gpt2_estimate_mfu in llm.c's
+# train_gpt2.cu, github.com/karpathy/llm.c at commit f1e2ace), half our attention term; its column
+# lets our MFU be set beside a figure llm.c prints.
 #
 # Usage: bash dev/bench_gpu.sh                 the real run (needs nvcc, a GPU, torch with CUDA)
 #        bash dev/bench_gpu.sh --cpu-check      the same logic with ./train_gpt2 and PyTorch on the
@@ -73,6 +77,8 @@ self_test() {
     check "ratio of n/a" "$(calc 'a/b' a=n/a b=100)" n/a
     # d12 at T=1024: (6 * 124534272 + 12 * 12 * 768 * 1024) * 50000 tok/s / 989e12 = 4.350%
     check "mfu" "$(calc '100*(6*n+12*l*c*t)*s/(p*1e12)' n=124534272 l=12 c=768 t=1024 s=50000 p=989)" 4.35
+    # llm.c's: (6 * 124534272 + 6 * 12 * 768 * 1024) * 50000 / 989e12 = 4.064%
+    check "mfu (llm.c)" "$(calc '100*(6*n+6*l*c*t)*s/(p*1e12)' n=124534272 l=12 c=768 t=1024 s=50000 p=989)" 4.064
     check "goal met" "$(goal_line x 1.31 '>=' 1.3)" "  x: 1.31 (goal >= 1.3): met"
     check "goal not met" "$(goal_line x 1.06 '<=' 1.05)" "  x: 1.06 (goal <= 1.05): NOT met"
     local tmp; tmp=$(mktemp)
@@ -191,8 +197,8 @@ search() {
 # the batches of BATCHES that are <= $1
 batches_from() { local b; for b in $BATCHES; do (( b <= $1 )) && echo "$b"; done; }
 
-TABLE="| model | run | B | ms/step | tok/s | MFU % | MFU % (trainer's own) | peak mem MiB (nvidia-smi) | torch max_memory_allocated MiB |"$'\n'
-TABLE+="|---|---|---|---|---|---|---|---|---|"$'\n'
+TABLE="| model | run | B | ms/step | tok/s | MFU % | MFU % (llm.c's formula) | MFU % (trainer's own) | peak mem MiB (nvidia-smi) | torch max_memory_allocated MiB |"$'\n'
+TABLE+="|---|---|---|---|---|---|---|---|---|---|"$'\n'
 GOALS=""
 echo "GPU benchmark: $GPU_NAME, peak $PEAK_TFLOPS TFLOP/s bf16, T=$T, $STEPS steps (median after $WARMUP), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for depth in $DEPTHS; do
@@ -203,12 +209,13 @@ for depth in $DEPTHS; do
     search "ours_${depth}_siamese" ours_cmd "$depth" siamese $BATCHES
     if [[ -z $FOUND_B ]]; then
         echo "  no batch size ran for $depth siamese; see $LOGS" >&2
-        TABLE+="| $depth | ${TRAINER##*/} siamese | none ran | | | | | | |"$'\n'
+        TABLE+="| $depth | ${TRAINER##*/} siamese | none ran | | | | | | | |"$'\n'
         continue
     fi
     B=$FOUND_B
     L=$(model_line_field L <"$LOG") C=$(model_line_field C <"$LOG") NPARAM=$(model_line_field parameters <"$LOG")
     FLOPS_TOK=$(calc '6*n+12*l*c*t' n="$NPARAM" l="$L" c="$C" t="$T")
+    FLOPS_TOK_LLMC=$(calc '6*n+6*l*c*t' n="$NPARAM" l="$L" c="$C" t="$T")
     for run in "ours siamese" "ours pre" "torch pre" "torch siamese"; do
         read -r impl mode <<<"$run"
         key="$impl $mode"
@@ -216,18 +223,19 @@ for depth in $DEPTHS; do
             [[ $impl == torch && $TORCH != 1 ]] && continue
             # shellcheck disable=SC2046
             search "${impl}_${depth}_$mode" "${impl}_cmd" "$depth" "$mode" $(batches_from "$B")
-            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | |"$'\n'; continue; }
+            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | | |"$'\n'; continue; }
         fi
         b=$FOUND_B
         ms=$(step_field_median "$WARMUP" ms <"$LOG")
         toks=$(calc 'b*t*1000/ms' b="$b" t="$T" ms="$ms")
         mfu=$(calc '100*f*s/(p*1e12)' f="$FLOPS_TOK" s="$toks" p="$PEAK_TFLOPS")
+        mfu_llmc=$(calc '100*f*s/(p*1e12)' f="$FLOPS_TOK_LLMC" s="$toks" p="$PEAK_TFLOPS")
         own=$([[ $impl == ours ]] && step_field_median "$WARMUP" MFU <"$LOG" | sed 's/^nan$/-/' || echo "")
         tmem=$(sed -nE 's/^peak memory ([0-9.]+) MiB.*/\1/p' "$LOG" | tail -n 1)
         name=$([[ $impl == ours ]] && echo "${TRAINER##*/} $mode" || echo "pytorch $mode")
         note=$([[ $b != "$B" ]] && echo " (B=$B does not fit)" || echo "")
-        TABLE+="| $depth | $name | $b$note | $ms | $toks | $mfu | $own | $MEM | $tmem |"$'\n'
-        echo "  $name B=$b: $ms ms/step, $toks tok/s, MFU $mfu%, peak $MEM MiB"
+        TABLE+="| $depth | $name | $b$note | $ms | $toks | $mfu | $mfu_llmc | $own | $MEM | $tmem |"$'\n'
+        echo "  $name B=$b: $ms ms/step, $toks tok/s, MFU $mfu% (llm.c's formula $mfu_llmc%), peak $MEM MiB"
         MS[$key]=$ms TOKS[$key]=$toks MEMS[$key]=$MEM
         [[ $key == "ours siamese" || $key == "ours pre" ]] && MFUS[$key]=$mfu
     done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # dev/gpu_check.sh: the first bring-up of the CUDA trainer on a GPU (H100/H200), in one command of
-# at most 9 minutes, with every log and a summary table under $OUT.
+# at most 9 minutes, with every log and a summary table under $OUT. GPU time is scarce, so it
+# times first: speed, the kernel versions and the per-kernel profile against the written cost
+# model (dev/roofline.py) come before the correctness stages, sanitizers and the PyTorch peer.
 #
 #   bash dev/gpu_check.sh             on the GPU machine, from a checkout of the repository
 #   bash dev/gpu_check.sh --layer     the stages that need no GPU, with the CUDA binaries built
@@ -9,9 +11,23 @@
 # The stages, in this order (each with its own time budget; a failure or a timeout is recorded and
 # the next stage runs; the whole call stops starting stages when BUDGET_S is spent):
 #   env         nvidia-smi, driver, nvcc --version, the git commit, which profilers are installed
-#   build       make -j8 train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32
-#               test_gpt2cu_fp32 (GPU_ARCH from the GPU's compute capability)
+#   selftest    this script's parsing on canned output, before it parses real output: dev/roofline.py
+#               --self-test, the profile join and the dev/cuda summary below, dev/bench_gpu.sh --self-test;
+#               in --layer mode also the model's launch order against the trainer's (dev/roofline.py
+#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese)
+#   build       only what the timing needs: make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard
+#               (bf16; GPU_ARCH from the GPU's compute capability)
 #   test_bf16   ./test_gpt2cu against data/test (each result on its own row)
+#   timing      dev/bench_gpu.sh at d12, T=1024 on random tokens of GPT-2's 50257: the largest
+#               micro-batch B that fits for siamese, then pre at that B: ms/step, tokens/s, MFU by
+#               our formula and by llm.c's, beside dev/roofline.py's lower bound for that B
+#   dev_cuda    make -C dev/cuda; each experiment at its real sizes; one line per timed job: every
+#               version's time, the trainer's marked, and the trainer's over the fastest other's
+#   kernels     per-kernel GPU times of 5 steps of the timing's d12 siamese run (nsys, else ncu
+#               --clock-control none), joined with dev/roofline.py's model: measured against
+#               predicted per kernel, and with nsys cuBLASLt's time by matmul call from the trace
+#               (kernels_vs_model.md)
+#   build_rest  make -j16 train_gpt2 test_gpt2 train_gpt2cu_fp32 test_gpt2cu_fp32
 #   test_fp32   ./test_gpt2cu_fp32 against data/test
 #   test_shapes both tests on reference dumps test_gpt2 writes at two odd shapes: "odd" (C 200,
 #               NH 5, T 80) and C 63, NH 7 (4C = 252 is not a multiple of 8: the GELU kernels run)
@@ -22,26 +38,32 @@
 #   cli         tests/test_train_cu_cli.sh: -h, flag errors, a 2-step run
 #   sanitizer   compute-sanitizer memcheck (--leak-check full), racecheck, initcheck and synccheck
 #               on ./test_gpt2cu and on a tiny run of each mode with sampling
-#   timing      dev/bench_gpu.sh at d12, T=1024: the largest micro-batch B that fits for siamese,
-#               pre and siamese at that B, with cuBLASLt's fused GELU and again with the GELU kernels
-#   kernels     per-kernel GPU times of 5 steps of d12 siamese (nsys, else ncu --clock-control none)
-#   dev_cuda    make -C dev/cuda and each experiment there against its CPU reference
+#   timing_gelu d12 siamese at the timing's B with the GELU kernels instead of cuBLASLt's fused
+#               epilogues (TRAIN_GPT2CU_NO_GELU_FUSION=1)
 #   shakespeare 200 steps of d6 siamese on tiny shakespeare with a sample (when the data is there)
-#   torch       the PyTorch peer (dev/bench_gpu.sh with TORCH=1) where torch imports with CUDA
+#   torch       where torch imports with CUDA: dev/cuda/attention_sdpa.py (SDPA flash attention at
+#               dev/cuda's attention shapes, against the trainer's kernels' times from dev_cuda),
+#               then the PyTorch peer (dev/bench_gpu.sh with TORCH=1)
+# Timing starts about a minute into the call: nvcc -O3 builds train_gpt2cu in 12 s of CPU (26 s wall
+# on a loaded 2-core machine), test_gpt2cu about as long, the two in parallel at -j16; test_bf16
+# takes seconds on a GPU. At the default budget the stages after kernels may not all start: run
+# them in a second call, e.g. STAGES="build_rest test_fp32 test_shapes training cross cli sanitizer".
 #
 # Output: $OUT/summary.md (stage | result | seconds | note), $OUT/logs/<stage>.log, and what each
-# stage writes (the benchmark tables, the nsys report). OUT defaults to ./out_gpu_check (git-ignored).
+# stage writes (the benchmark tables, kernels_vs_model.md, the nsys report). OUT defaults to
+# ./out_gpu_check (git-ignored).
 # Environment: OUT, STAGES (names to run, default all), BUDGET_S (default 530), GPU_ARCH,
 #   SHAKESPEARE_DIR (default data/tinyshakespeare: tiny_shakespeare_{train,val}.bin and
 #   tokenizer.bin as dev/data/tinyshakespeare.py writes them; git-ignored, so copy that folder to
 #   the GPU machine with the checkout).
 # In --layer mode the CUDA binaries are the CPU execution layer's builds (tests/cudacpu: make
 # tests/bin/train_gpt2cu_cpu ...), and only the stages that need no GPU run (training, cross, cli
-# by default; the layer's own make test target runs the two tests); the others are listed as
-# skipped. Everything there is slow (every kernel runs on the CPU): smaller repeats.
+# and selftest by default; the layer's own make test target runs the two tests); the others are
+# listed as skipped. Everything there is slow (every kernel runs on the CPU): smaller repeats.
 set -u
 cd "$(dirname "$0")/.."
 SELF=dev/gpu_check.sh
+source dev/lib.sh  # calc
 
 # ---------------------------------------------------------------------------------------------
 # one stage, run in a child process of this script: `bash dev/gpu_check.sh --run-stage NAME`.
@@ -71,14 +93,26 @@ gpu_arch() {
     nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. '
 }
 
-stage_build() {
+build_arch() {
     local arch
     arch=$(gpu_arch)
-    [ -n "$arch" ] || arch=90
+    echo "${arch:-90}"
+}
+
+# what the timing needs, first; the rest (the CPU trainer and tests, the fp32 builds) in build_rest
+stage_build() {
+    local arch
+    arch=$(build_arch)
     echo "GPU_ARCH=$arch"
-    make -j8 train_gpt2 test_gpt2 tests/bin/mkshard train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 \
-        GPU_ARCH="$arch" || { note "make failed"; return 1; }
-    note "sm_$arch, both precisions"
+    make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard GPU_ARCH="$arch" || { note "make failed"; return 1; }
+    note "sm_$arch, bf16: train_gpt2cu, test_gpt2cu"
+}
+
+stage_build_rest() {
+    local arch
+    arch=$(build_arch)
+    make -j16 train_gpt2 test_gpt2 train_gpt2cu_fp32 test_gpt2cu_fp32 GPU_ARCH="$arch" || { note "make failed"; return 1; }
+    note "sm_$arch: train_gpt2, test_gpt2, the fp32 builds"
 }
 
 # run_test BIN [DUMPS]: a test_gpt2cu build; the note is its last line
@@ -163,50 +197,131 @@ stage_sanitizer() {
     [ "$failures" -eq 0 ]
 }
 
+# the d12 run the timing and the profile share: T 1024 on random tokens of GPT-2's vocabulary (on
+# the 257-token arithmetic data the classifier and the embedding gradient would all but vanish)
+D12_T=1024
+d12_batch() { cat "$OUT/d12_batch" 2>/dev/null || echo 8; }
+
+# predicted MODE B: dev/roofline.py's lower bound of one d12 step (ms), "?" without python3
+predicted() {
+    has python3 || { echo "?"; return; }
+    python3 dev/roofline.py -e d12 -N "$1" -b "$2" -t "$D12_T" | sed -nE 's/^Predicted step time \(the sum\): \*\*([0-9.]+) ms.*/\1/p'
+}
+
+# bench_field MD RUN FIELD: a field of RUN's row ("train_gpt2cu siamese") in a bench_gpu.md table:
+# 4 B, 5 ms/step, 6 tok/s, 7 MFU % (ours), 8 MFU % (llm.c's formula)
+bench_field() {
+    awk -F'|' -v run="$2" -v f="$3" '$3 ~ run {gsub(/ /, "", $f); print $f; exit}' "$1" 2>/dev/null
+}
+
 stage_timing() {
-    local rc=0 b
-    echo "== fused GELU (cuBLASLt epilogues)"
-    OUT=$OUT/bench_fused DEPTHS=d12 T=1024 STEPS=12 WARMUP=4 TORCH=0 bash dev/bench_gpu.sh || rc=1
-    b=$(sed -nE 's/^\| d12 \| train_gpt2cu siamese \| ([0-9]+) .*/\1/p' "$OUT/bench_fused/bench_gpu.md" 2>/dev/null)
-    [ -n "$b" ] || { note "no batch size ran for d12 siamese"; return 1; }
+    local rc=0 b mode md=$OUT/bench/bench_gpu.md
+    OUT=$OUT/bench DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=0 bash dev/bench_gpu.sh || rc=1
+    b=$(bench_field "$md" "train_gpt2cu siamese" 4)
+    [[ $b =~ ^[0-9]+$ ]] || { note "no batch size ran for d12 siamese"; return 1; }
     echo "$b" > "$OUT/d12_batch"
-    echo "== GELU kernels (TRAIN_GPT2CU_NO_GELU_FUSION=1), B=$b"
-    TRAIN_GPT2CU_NO_GELU_FUSION=1 OUT=$OUT/bench_unfused DEPTHS=d12 T=1024 STEPS=12 WARMUP=4 TORCH=0 BATCHES=$b \
-        bash dev/bench_gpu.sh || rc=1
-    local f u
-    f=$(awk -F'|' '/train_gpt2cu siamese/ {gsub(/ /, "", $5); print $5}' "$OUT/bench_fused/bench_gpu.md" | head -n 1)
-    u=$(awk -F'|' '/train_gpt2cu siamese/ {gsub(/ /, "", $5); print $5}' "$OUT/bench_unfused/bench_gpu.md" 2>/dev/null | head -n 1)
-    note "d12 T=1024 B=$b siamese: $f ms/step fused, ${u:-?} ms/step GELU kernels (bench_*/bench_gpu.md)"
+    local line="d12 T=$D12_T B=$b:"
+    echo
+    echo "measured against dev/roofline.py's lower bound (H100 SXM: 3.35 TB/s, 989 TFLOP/s):"
+    for mode in siamese pre; do
+        local ms pred
+        ms=$(bench_field "$md" "train_gpt2cu $mode" 5)
+        pred=$(predicted "$mode" "$b")
+        printf '  %-8s %9s ms/step, lower bound %s ms (%s x), %s tok/s, MFU %s%% (llm.c formula %s%%)\n' "$mode" "$ms" \
+            "$pred" "$(calc 'a/b' a="$ms" b="$pred")" "$(bench_field "$md" "train_gpt2cu $mode" 6)" \
+            "$(bench_field "$md" "train_gpt2cu $mode" 7)" "$(bench_field "$md" "train_gpt2cu $mode" 8)"
+        line+=" $mode ${ms:-?} ms (bound ${pred}), MFU $(bench_field "$md" "train_gpt2cu $mode" 7)% / llm.c $(bench_field "$md" "train_gpt2cu $mode" 8)%;"
+    done
+    note "$line bench/bench_gpu.md"
     return $rc
 }
 
-stage_kernels() {
+stage_timing_gelu() {
     local b
-    b=$(cat "$OUT/d12_batch" 2>/dev/null || echo 8)
-    make -s data/arithmetic
-    local run=("$TRAIN_BF16" -e d12 -N siamese -b "$b" -t 1024 -x 5 -v 0 -s 0)
+    b=$(d12_batch)
+    TRAIN_GPT2CU_NO_GELU_FUSION=1 OUT=$OUT/bench_gelu DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=0 BATCHES=$b \
+        bash dev/bench_gpu.sh || { note "the run failed"; return 1; }
+    note "d12 B=$b siamese: $(bench_field "$OUT/bench_gelu/bench_gpu.md" "train_gpt2cu siamese" 5) ms/step with GELU kernels, $(bench_field "$OUT/bench/bench_gpu.md" "train_gpt2cu siamese" 5) fused"
+}
+
+# kernels_join CSV MODE B STEPS: the profile (nsys kern_sum or ncu CSV) against dev/roofline.py's
+# model of the d12 step, into $OUT/kernels_vs_model.md; STEPS 0 for a sample of launches (ncu)
+kernels_join() {
+    has python3 || { echo "python3 not found: the profile is not joined with the model"; return 1; }
+    python3 dev/roofline.py --join "$1" -e d12 -N "$2" -b "$3" -t "$D12_T" --steps "$4" > "$OUT/kernels_vs_model.md" || return 1
+    cat "$OUT/kernels_vs_model.md"
+}
+
+stage_kernels() {
+    local b steps=5 csv
+    b=$(d12_batch)
+    tests/bin/mkshard "$OUT/tokens.bin" 1100000 50257 || { note "mkshard failed"; return 1; }
+    local run=("$TRAIN_BF16" -i "$OUT/tokens.bin" -j "" -e d12 -N siamese -b "$b" -t "$D12_T" -x "$steps" -v 0 -s 0)
     if has nsys; then
         nsys profile --force-overwrite true --stats=false -o "$OUT/kernels" "${run[@]}" || { note "nsys profile failed"; return 1; }
-        nsys stats --force-export=true --report cuda_gpu_kern_sum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" > /dev/null &&
-            nsys stats --report cuda_gpu_kern_sum "$OUT/kernels.nsys-rep" | head -n 40
-        note "nsys: kernels_cuda_gpu_kern_sum.csv, kernels.nsys-rep (5 steps of d12 siamese, B=$b)"
+        # the report is gpukernsum in nsys before 2023; the CSV is named <output>_<report>.csv
+        rm -f "$OUT"/kernels_*.csv
+        nsys stats --force-export=true --report cuda_gpu_kern_sum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" ||
+            nsys stats --force-export=true --report gpukernsum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" ||
+            { note "nsys stats failed"; return 1; }
+        csv=$(ls "$OUT"/kernels_*.csv 2> /dev/null | head -n 1)
+        [ -n "$csv" ] || { note "nsys stats wrote no CSV"; return 1; }
     elif has ncu; then
-        ncu --clock-control none --launch-skip 200 --launch-count 300 --csv --metrics gpu__time_duration.sum \
-            "${run[@]}" > "$OUT/kernels_ncu.csv" || { note "ncu failed"; return 1; }
-        note "ncu: kernels_ncu.csv (300 launches after the first 200, d12 siamese, B=$b)"
+        # a sample of launches well past the first step's: compared per launch (no step count)
+        csv=$OUT/kernels_ncu.csv
+        ncu --clock-control none --launch-skip 600 --launch-count 400 --csv --metrics gpu__time_duration.sum \
+            "${run[@]}" > "$csv" || { note "ncu failed"; return 1; }
+        steps=0
     else
         skip "neither nsys nor ncu found"
     fi
+    kernels_join "$csv" siamese "$b" "$steps" || { note "the join with dev/roofline.py failed ($csv kept)"; return 1; }
+    # nsys: cuBLASLt's kernels by matmul call, from every launch in order (appended to the join)
+    if [ "$steps" -gt 0 ]; then
+        nsys stats --force-export=true --report cuda_gpu_trace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null ||
+            nsys stats --force-export=true --report gputrace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null
+        local trace
+        trace=$(ls "$OUT"/trace_*.csv 2> /dev/null | head -n 1)
+        if [ -n "$trace" ]; then
+            { echo; python3 dev/roofline.py --join-trace "$trace" -e d12 -N siamese -b "$b" -t "$D12_T"; } | tee -a "$OUT/kernels_vs_model.md"
+        else
+            echo "nsys wrote no trace CSV: the matmuls are not split by call" | tee -a "$OUT/kernels_vs_model.md"
+        fi
+    fi
+    note "$(grep '^| all kernels' "$OUT/kernels_vs_model.md" | awk -F'|' '{gsub(/ /, "", $7); gsub(/ /, "", $8); gsub(/ /, "", $9); print "all kernels: " $9 " ms/step measured, " $8 " predicted (" $7 "x)"}'); kernels_vs_model.md"
+}
+
+# the trainer's version in each dev/cuda program (dev/cuda/README.md, "The experiments")
+declare -A TRAINER_VERSION=([siamese_input_forward]=5 [siamese_input_backward]=4 [layernorm]=2 [classifier]=4
+                            [attention_forward]=4 [attention_backward]=3 [column_sums]=2 [vec_kernels]=2 [encoder_backward]=2)
+
+# dev_cuda_summary PROGRAM < its output: one line per timed job ("attention forward", "loss +
+# dlogits", ...): every version's mean ms, the trainer's in brackets, and the trainer's time over
+# the fastest other version's (above 1: another version is faster)
+dev_cuda_summary() {
+    sed -nE 's/^  v([0-9]+) (.*[^ ]) +([0-9]+\.[0-9]+) ms .*/\1|\2|\3/p' | awk -F'|' -v prog="$1" -v tv="${TRAINER_VERSION[$1]:-0}" '
+        !($2 in seen) { seen[$2] = 1; order[++n] = $2 }
+        { times[$2] = times[$2] sprintf(", %s%s%s %s", $1 == tv ? "[" : "", "v" $1, $1 == tv ? "]" : "", $3)
+          if ($1 == tv) { mine[$2] = $3 } else if (!($2 in best) || $3 + 0 < best[$2] + 0) { best[$2] = $3; bestv[$2] = $1 } }
+        END { for (i = 1; i <= n; i++) { j = order[i]
+                  r = (j in mine && j in best && best[j] > 0) ? sprintf("; trainer / fastest other (v%s): %.2f", bestv[j], mine[j] / best[j]) : ""
+                  printf "%s, %s: %s ms%s\n", prog, j, substr(times[j], 3), r } }'
 }
 
 stage_dev_cuda() {
-    make -C dev/cuda GPU_ARCH="$(gpu_arch)" || { note "make -C dev/cuda failed"; return 1; }
+    make -C dev/cuda -j16 GPU_ARCH="$(build_arch)" || { note "make -C dev/cuda failed"; return 1; }
     local p failures=0
+    : > "$OUT/dev_cuda_summary.txt"
     for p in $(sed -n 's/^TARGETS = //p' dev/cuda/Makefile); do
         echo "== $p"
-        "./dev/cuda/$p" || failures=$((failures + 1))
+        "./dev/cuda/$p" > "$OUT/logs/dev_cuda_$p.txt" 2>&1 || failures=$((failures + 1))
+        cat "$OUT/logs/dev_cuda_$p.txt"
+        dev_cuda_summary "$p" < "$OUT/logs/dev_cuda_$p.txt" >> "$OUT/dev_cuda_summary.txt"
     done
-    note "$failures dev/cuda programs failed"
+    echo
+    echo "== one line per timed job ([trainer's version]; mean ms, L2 flushed before each repetition)"
+    cat "$OUT/dev_cuda_summary.txt"
+    note "$failures dev/cuda programs failed; dev_cuda_summary.txt"
     [ "$failures" -eq 0 ]
 }
 
@@ -218,20 +333,106 @@ stage_shakespeare() {
     note "val loss $(grep '^val loss' "$OUT/logs/shakespeare.log" | tail -n 1 | awk '{print $3}') after 200 steps of d6 siamese (sample in the log)"
 }
 
+# job_ms LOG VERSION JOB: the mean ms of VERSION's JOB in a dev/cuda program's output
+job_ms() { sed -nE "s/^  v$2 $3 +([0-9]+\.[0-9]+) ms .*/\1/p" "$1" 2>/dev/null | head -n 1; }
+
 stage_torch() {
     python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null ||
         skip "torch with CUDA does not import here (pip cannot reach PyPI from a machine without network): the PyTorch peer is not measured"
+    local rc=0 sdpa=$OUT/logs/attention_sdpa.txt dir
+    python3 dev/cuda/attention_sdpa.py > "$sdpa" 2>&1 || rc=1
+    cat "$sdpa"
+    local line=""
+    for dir in forward backward; do
+        local ours theirs v
+        v=$([ $dir = forward ] && echo "${TRAINER_VERSION[attention_forward]}" || echo "${TRAINER_VERSION[attention_backward]}")
+        ours=$(job_ms "$OUT/logs/dev_cuda_attention_$dir.txt" "$v" "attention $dir")
+        theirs=$(sed -nE "s/^sdpa $dir +([0-9.]+) ms.*/\1/p" "$sdpa")
+        printf 'attention %-8s ours (v%s) %s ms, SDPA flash %s ms: %s x (goal <= 1.3)\n' "$dir" "$v" "${ours:-?}" "${theirs:-?}" \
+            "$(calc 'a/b' a="$ours" b="$theirs")"
+        line+="attention $dir $(calc 'a/b' a="$ours" b="$theirs")x SDPA; "
+    done
     local b
     b=$(cat "$OUT/d12_batch" 2>/dev/null || echo "32 16 8")
-    OUT=$OUT/bench_torch DEPTHS=d12 T=1024 STEPS=12 WARMUP=4 TORCH=1 BATCHES="$b" bash dev/bench_gpu.sh
-    note "bench_torch/bench_gpu.md"
+    OUT=$OUT/bench_torch DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=1 BATCHES="$b" bash dev/bench_gpu.sh || rc=1
+    note "${line}bench_torch/bench_gpu.md"
+    return $rc
 }
 
-ALL_STAGES="env build test_bf16 test_fp32 training cross cli test_shapes sanitizer timing kernels dev_cuda shakespeare torch"
+# the parsing of this script and of dev/roofline.py on canned output (no GPU, no build needed)
+stage_selftest() {
+    has python3 || skip "python3 not found"
+    local fails=0 tmp=$OUT/selftest
+    mkdir -p "$tmp"
+    python3 dev/roofline.py --self-test > "$tmp/roofline.txt" || { cat "$tmp/roofline.txt"; fails=$((fails + 1)); }
+    tail -n 1 "$tmp/roofline.txt"
+    bash dev/bench_gpu.sh --self-test > "$tmp/bench.txt" || { cat "$tmp/bench.txt"; fails=$((fails + 1)); }
+    tail -n 1 "$tmp/bench.txt"
+    # the join as stage_kernels runs it, on a canned nsys summary of 5 d12 siamese steps at B 64:
+    # classifier_kernel 5 launches of 5 ms against its 3.937 ms bound
+    cat > "$tmp/kern_sum.csv" << 'CSV'
+Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+60.0,"25,000,000",5,5000000.0,5000000.0,5000000,5000000,0.0,"void classifier_kernel<(bool)1>(__nv_bfloat16 *, float *, const int *, float, int, int)"
+40.0,"16,000,000",60,266666.7,266666.7,266666,266667,0.0,"void flash_forward_kernel<64>(__nv_bfloat16 *, float *, const __nv_bfloat16 *, int, int, int, float, bool)"
+10.0,"4,000,000",400,10000.0,10000.0,10000,10000,0.0,nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN
+CSV
+    local out row
+    out=$(OUT=$tmp kernels_join "$tmp/kern_sum.csv" siamese 64 5)
+    row=$(grep '^| `classifier_kernel`' <<< "$out")
+    check_row() {  # check_row WHAT FIELD WANT
+        local got
+        got=$(awk -F'|' -v f="$2" '{gsub(/ /, "", $f); print $f}' <<< "$row")
+        if [ "$got" = "$3" ]; then echo "ok   join: $1 = $got"; else echo "FAIL join: $1 = $got, want $3"; fails=$((fails + 1)); fi
+    }
+    check_row "classifier launches per step, predicted" 3 1
+    check_row "classifier launches per step, measured" 4 1.0
+    check_row "classifier ratio measured / predicted (5 / 3.937 ms)" 7 1.27
+    row=$(grep '^| `cuBLASLt matmuls' <<< "$out")
+    check_row "cuBLASLt launches per step, measured (400 over 5 steps)" 4 80.0
+    row=$(grep '^| `flash_forward_kernel`' <<< "$out")
+    check_row "flash forward ms per step, measured (16 ms over 5 steps)" 9 3.200
+    # the dev/cuda summary on canned program output: the trainer's version 4 against the fastest other (v3)
+    local sum want
+    sum=$(dev_cuda_summary attention_forward << 'LOG'
+version 1
+    out      max abs err 1.0e-03, max rel err 2.0e-03
+  v1 attention forward                   2.0000 ms     50.0 TFLOP/s (causal work)
+version 3
+  v3 attention forward                   0.8000 ms    125.0 TFLOP/s (causal work)
+version 4
+  v4 attention forward                   0.6000 ms    166.7 TFLOP/s (causal work)
+  v4 attention forward timing skipped: CPU execution layer (timing waits for a GPU)
+LOG
+)
+    want="attention_forward, attention forward: v1 2.0000, v3 0.8000, [v4] 0.6000 ms; trainer / fastest other (v3): 0.75"
+    if [ "$sum" = "$want" ]; then echo "ok   dev_cuda summary: $sum"; else echo "FAIL dev_cuda summary: '$sum', want '$want'"; fails=$((fails + 1)); fi
+    sum=$(printf '  v1 loss + dlogits                    1.0000 ms   100.0 GB/s  (1.0 MB moved)\n  v1 loss only                       0.5000 ms   100.0 GB/s  (1.0 MB moved)\n  v4 loss + dlogits                    1.5000 ms   100.0 GB/s  (1.0 MB moved)\n' |
+        dev_cuda_summary classifier)
+    want=$'classifier, loss + dlogits: v1 1.0000, [v4] 1.5000 ms; trainer / fastest other (v1): 1.50\nclassifier, loss only: v1 0.5000 ms'
+    if [ "$sum" = "$want" ]; then echo "ok   dev_cuda summary, two jobs"; else echo "FAIL dev_cuda summary: '$sum', want '$want'"; fails=$((fails + 1)); fi
+    # through the layer: the model's launch order against the trainer's, a step of a small model in
+    # every mode (two in siamese: the next step repeats it) on random tokens of GPT-2's vocabulary
+    # (CUDACPU_LAUNCH_LOG, tests/cudacpu)
+    local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test" mode
+    if [ "$GPU_CHECK_MODE" = layer ]; then
+        tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
+        for mode in siamese pre post; do
+            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -e d2c64h4 -N "$mode" \
+                -b 2 -t 64 -x "$([ "$mode" = siamese ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode.txt" 2>&1 || { cat "$tmp/run_$mode.txt"; fails=$((fails + 1)); }
+            python3 dev/roofline.py --launches "$tmp/launches_$mode.txt" -e d2c64h4 -N "$mode" -b 2 -t 64 || fails=$((fails + 1))
+        done
+        what+=", the model's launch order against the trainer's (three modes)"
+    fi
+    note "$fails failure(s): $what"
+    [ "$fails" -eq 0 ]
+}
+
+ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch"
 # each stage's time budget in seconds (less when the total budget has less left)
-declare -A BUDGETS=([env]=20 [build]=240 [test_bf16]=60 [test_fp32]=60 [training]=120 [cross]=90 [cli]=45
-                    [test_shapes]=60 [sanitizer]=150 [timing]=150 [kernels]=60 [dev_cuda]=60 [shakespeare]=60 [torch]=150)
-LAYER_STAGES="training cross cli"
+declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=150 [kernels]=90 [build_rest]=120
+                    [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=120 [cli]=45 [sanitizer]=150 [timing_gelu]=60
+                    [shakespeare]=60 [torch]=150 [selftest]=30)
+LAYER_STAGES="training cross cli selftest"
 
 # ---------------------------------------------------------------------------------------------
 # the driver

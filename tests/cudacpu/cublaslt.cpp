@@ -401,6 +401,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     g.bias = d->bias;
     g.aux = d->aux;
     g.aux_ld = d->aux_ld;
+    cudacpu::launch_log("matmul %lld %lld %lld", (long long)g.m, (long long)g.n, (long long)g.k);
     gemm(g);
     return CUBLAS_STATUS_SUCCESS;
 }

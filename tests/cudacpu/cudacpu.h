@@ -59,6 +59,8 @@ extern thread_local BlockState* current_block;
 
 [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void outside_kernel(const char* what);
+// one line of the launch log (CUDACPU_LAUNCH_LOG, runtime.cpp)
+void launch_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 inline const ThreadState& thread_state(const char* what) {
     if (!current_thread) { outside_kernel(what); }

@@ -51,6 +51,27 @@ void fail(const char* fmt, ...) {
 
 void outside_kernel(const char* what) { fail("%s used outside a running kernel", what); }
 
+// CUDACPU_LAUNCH_LOG=FILE: every kernel launch and cuBLASLt matmul of the process, in order, one a
+// line: "kernel NAME FILE:LINE" (NAME as written before <<<, a variable where the launch goes
+// through one) and "matmul M N K" (cuBLASLt's column-major sizes); dev/roofline.py --launches
+// checks its model of a training step against it
+void launch_log(const char* fmt, ...) {
+    static FILE* f = nullptr;
+    static bool opened = false;
+    if (!opened) {
+        opened = true;
+        const char* path = getenv("CUDACPU_LAUNCH_LOG");
+        if (path && path[0] && !(f = fopen(path, "w"))) { fail("cannot write CUDACPU_LAUNCH_LOG %s", path); }
+    }
+    if (!f) { return; }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
 static const char* env_or(const char* name, const char* fallback) {
     const char* v = getenv(name);
     return v && v[0] ? v : fallback;
@@ -638,6 +659,7 @@ static void launch_error(const LaunchConfig& cfg, cudaError_t err, const char* w
 void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const void* func) {
     read_schedule();
     if (current_thread) { fail("kernel %s launched from inside a kernel (dynamic parallelism is not modelled)", cfg.name); }
+    launch_log("kernel %s %s:%d", cfg.name, cfg.file, cfg.line);
     dim3 g = cfg.grid, b = cfg.block;
     unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
     char why[200];
