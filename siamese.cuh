@@ -139,13 +139,15 @@ typedef struct {
 // ROW_HELD_COLS columns): the statistics of x and y from registers, then a, r (r held in turn, for
 // its statistics and u), u and the six statistics. Each of a, r, u is written once; nothing is
 // read again from memory where the row is held whole.
-template <int W>
+// SAVED: the backward's recompute (-r 2). The six statistics are read from st instead (the forward
+// pass saved them from these very rows), and the same code then rebuilds a, r and u bit for bit.
+template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
                                   int C, int lane) {
     size_t o = (size_t)row * C;
-    float2 sx = held_row_stats<W>(x, C, lane);
-    float2 sy = held_row_stats<W>(y, C, lane);
+    float2 sx = SAVED ? make_float2(st.x_mean[row], st.x_rstd[row]) : held_row_stats<W>(x, C, lane);
+    float2 sy = SAVED ? make_float2(st.y_mean[row], st.y_rstd[row]) : held_row_stats<W>(y, C, lane);
     // r = LN(x) + LN(y), held as stored (rounded): its statistics are taken over those values
     HeldRow<floatX, W> r = {};
     r.row = r_out + o;
@@ -162,13 +164,13 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
         store_pack<W>(r_out + o + i, rv);
         hold(r, k, rv);
     });
-    float2 sr = held_row_stats<W>(r, C, lane);
+    float2 sr = SAVED ? make_float2(st.mean[row], st.rstd[row]) : held_row_stats<W>(r, C, lane);
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> rv = held(r, k, i), w = load_pack<W>(p.w + i), b = load_pack<W>(p.b + i), uv;
         for (int e = 0; e < W; e++) { uv.v[e] = (floatX)(((float)rv.v[e] - sr.x) * sr.y * (float)w.v[e] + (float)b.v[e]); }
         store_pack<W>(u_out + o + i, uv);
     });
-    if (lane == 0) {
+    if (lane == 0 && !SAVED) {
         st.x_mean[row] = sx.x;
         st.x_rstd[row] = sx.y;
         st.y_mean[row] = sy.x;
@@ -178,14 +180,14 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     }
 }
 
-template <int W>
+template <int W, bool SAVED = false>
 __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                              const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
     HeldRow<floatX, W> xh = held_load<floatX, W>(x + o, C, lane), yh = held_load<floatX, W>(y + o, C, lane);
-    siamese_input_row<W>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+    siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
 // the width of an input side's row kernel (row_width) over its n row tensors and the six norm
@@ -200,6 +202,20 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     const void* rows[] = {a_out, r_out, u_out, x, y};
     auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    cudaCheckLaunch();
+}
+
+// the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
+// statistics the forward pass saved in st (a is not needed by the backward: not written). The same
+// row code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel
+// (this one's or the update's) made them; at either width (the width orders only the sums of
+// the statistics, which are not taken here).
+static void siamese_input_recompute(floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x, const floatX* y,
+                                    SiameseNorms p, int N, int C) {
+    const void* rows[] = {r_out, u_out, x, y};
+    auto kernel = siamese_row_width(C, rows, 4, p) == VEC_X ? siamese_input_forward_kernel<VEC_X, true>
+                                                            : siamese_input_forward_kernel<1, true>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(nullptr, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -244,7 +260,7 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
         hold(xh, k, xn);
         hold(yh, k, yn);
     });
-    siamese_input_row<W>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+    siamese_input_row<W, false>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
 // x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the

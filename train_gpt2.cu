@@ -22,11 +22,14 @@ Precision (the default BF16 build):
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
 Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
-added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
-(GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
-(DGELU). Where the library offers no algorithm for a fused GELU epilogue, where the ones it offers
-fail at run time, or where 4C breaks the epilogue's alignment rule (odd C), a separate GELU kernel
-runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that, for debugging). Bias gradients come from a
+added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the GELU backward fused into the MLP
+down-projection's input gradient (DGELU). The GELU forward is a kernel of its own on the stored
+pre-activation (not the GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before
+rounding): then the backward's recompute (-r 1, 2) rebuilds its output from that same stored
+pre-activation with the same kernel, bit for bit. Where the library offers no algorithm for the
+DGELU epilogue, where the ones it offers fail at run time, or where 4C breaks the epilogue's
+alignment rule (odd C), the GELU kernel runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that,
+for debugging). Bias gradients come from a
 deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
 accumulation needs +=). Attention is not a cuBLASLt call: flash attention (attention.cuh), tile
 products on tensor cores with no T x T tensor, for head sizes 1 to 128.
@@ -474,26 +477,37 @@ __device__ __forceinline__ float2 held_row_stats(const HeldRow<floatX, W>& h, in
 
 // W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width).
 // The row is read once (held), the statistics come from registers, out is written once.
-template <int W>
+// SAVED: the backward's recompute (-r 2, layernorm_recompute): mean and rstd are read, not computed,
+// and the same code rebuilds out bit for bit.
+template <int W, bool SAVED = false>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
-    float2 st = held_row_stats<W>(x, C, lane);
+    float2 st = SAVED ? make_float2(mean[r], rstd[r]) : held_row_stats<W>(x, C, lane);
     floatX* o = out + (size_t)r * C;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
         for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.x) * st.y * (float)wv.v[e] + (float)bv.v[e]); }
         store_pack<W>(o + i, ov);
     });
-    if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
+    if (lane == 0 && !SAVED) { mean[r] = st.x; rstd[r] = st.y; }
 }
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C) {
     const void* rows[] = {out, inp, w, b};
     auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    cudaCheckLaunch();
+}
+
+// out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
+static void layernorm_recompute(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
+                                const floatX* b, int N, int C) {
+    const void* rows[] = {out, inp, w, b};
+    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>;
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -860,8 +874,8 @@ typedef struct {
     int ldd;
     float alpha, beta;
     cublasLtEpilogue_t epilogue;
-    const void* bias;       // EPILOGUE_BIAS, GELU_AUX_BIAS
-    void* aux;              // GELU_AUX_BIAS (written), DGELU (read): the GELU pre-activation
+    const void* bias;       // EPILOGUE_BIAS
+    void* aux;              // DGELU (read): the GELU pre-activation
     int ld_aux;
 } MatmulSpec;
 
@@ -1079,8 +1093,9 @@ static int matmul_fp32_out_fallback(const MatmulSpec* s) {
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Used only when
-// cuBLASLt offers no fused GELU epilogue for a shape (see matmul_forward / matmul_backward_input).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
+// (block_forward, and the backward's recompute); the backward where cuBLASLt offers no fused DGELU
+// epilogue for a shape (see matmul_backward_input).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
@@ -1122,8 +1137,8 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 // ----------------------------------------------------------------------------
 // the linear layers (derivations in the matmul comment above)
 
-// The fused GELU epilogues can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the GELU
-// kernels above run instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
+// The fused GELU backward epilogue can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the
+// GELU kernel above runs instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
 // (test_gpt2cu also sets gelu_fusion to 0 itself, to check both paths.)
 static int gelu_fusion = -1;  // -1: not decided yet
 
@@ -1137,24 +1152,11 @@ static int gelu_fusion_enabled(void) {
 // (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
 static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux % 8 == 0; }
 
-// out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
-// receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
-static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC,
-                           floatX* gelu_pre) {
+// out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC) {
     MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
     s.bias = bias;
     s.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (gelu_pre) {
-        MatmulSpec fused = s;
-        fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        fused.aux = gelu_pre;
-        fused.ld_aux = OC;
-        if (bias && gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
-        s.D = gelu_pre;
-        matmul_lt(&s, 0);
-        gelu_apply(out, gelu_pre, (size_t)BT * OC, 0);
-        return;
-    }
     matmul_lt(&s, 0);
 }
 
@@ -1420,16 +1422,22 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
 }
 
 // the activations the backward pass needs (floatX), as in train_gpt2.c. k indexes sublayers (2L), l layers.
+// Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
+// and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
+// also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
+// (siamese_input_recompute, layernorm_recompute, residual_forward), and lnx two (the forward's
+// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
 typedef struct {
     floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
     floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
-    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x)
+    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x) (-r 2: two sublayers, k % 2)
     floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
-    floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x)
+                       //                 (-r 2: one sublayer)
+    floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x) (-r 2: one sublayer)
     floatX* qkv;       // (L, B, T, 3C)
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
-    floatX* fch_gelu;  // (L, B, T, 4C)
+    floatX* fch_gelu;  // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
     floatX* blockout;  // (2L, B, T, C)   z, the block output
     floatX* lnfsum;    // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
     floatX* lnf;       // (B, T, C)       h, the final LN output
@@ -1456,16 +1464,19 @@ typedef struct {
 } ActivationsF;
 #define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
 
-static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
+static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
+    size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
+    size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
+    size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
     size_t vx[] = {
-        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * 2 * L * BT * C, R * 2 * L * BT * C,
-        U * 2 * L * BT * C, L * BT * 3 * C, L * BT * C, L * BT * 4 * C, L * BT * 4 * C, 2 * L * BT * C, S * BT * C,
-        BT * C, BT * Vp,
+        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * a_sublayers * BT * C, R * ln_sublayers * BT * C,
+        U * ln_sublayers * BT * C, L * BT * 3 * C, L * BT * C, L * BT * 4 * C, gelu_layers * BT * 4 * C, 2 * L * BT * C,
+        S * BT * C, BT * C, BT * Vp,
     };
     size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
                    S * BT, S * BT, S * BT, S * BT, BT, BT, BT, L * B * NH * T};
@@ -1581,6 +1592,7 @@ typedef struct {
     float* scratch_f_memory;
     size_t scratch_bytes;
     int batch_size, seq_len;       // the (B, T) the buffers were allocated for
+    int recompute;                 // -r: 0, 1 or 2 (ActivationsX); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;              // the (B, T) of the last forward pass
     int* inputs;                   // pinned host (B, T) tokens of the last forward pass
     int* targets;                  // pinned host (B, T) its targets
@@ -1697,7 +1709,8 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
     char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
     if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
-    fill_activation_sizes(ax, af, cfg, B, T);
+    if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
+    fill_activation_sizes(ax, af, cfg, B, T, m->recompute);
     m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
     m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
     m->activation_bytes += bytes;
@@ -1775,6 +1788,12 @@ static SiameseStats final_stats(const ActivationsF* a) {
     return st;
 }
 
+// where sublayer k's a (-r 2: two slots, k % 2), r and u (-r 2: one slot) and layer l's GELU output
+// (-r 1 and 2: one slot) are kept, counted in (B, T, C) and (B, T, 4C) tensors
+static size_t a_slot(const GPT2* m, int k) { return m->recompute >= 2 ? (size_t)(k % 2) : (size_t)k; }
+static size_t ln_slot(const GPT2* m, int k) { return m->recompute >= 2 ? 0 : (size_t)k; }
+static size_t gelu_slot(const GPT2* m, int l) { return m->recompute >= 1 ? 0 : (size_t)l; }
+
 // ----------------------------------------------------------------------------
 // forward
 
@@ -1788,14 +1807,15 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     if (s == 0) {
         floatX* qkv = a->qkv + lBT * 3 * C;
         floatX* atty = a->atty + lBT * C;
-        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
+        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
         flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH);
-        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
+        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
         floatX* fch = a->fch + lBT * 4 * C;
-        floatX* fch_gelu = a->fch_gelu + lBT * 4 * C;
-        matmul_forward(fch_gelu, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C, fch);
-        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C, NULL);
+        floatX* fch_gelu = a->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
+        matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
+        gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0);
+        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
     }
 }
 
@@ -1851,33 +1871,32 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         float* rstd = f->ln_rstd + (size_t)k * BT;
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE: {
-                floatX* u = a->blockin + k * N;
+                floatX* u = a->blockin + ln_slot(m, k) * N;
                 layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 residual_forward(x_next, x, z, N);                                 // x = x + z
                 break;
             }
             case NORM_POST: {
-                floatX* sum = a->lnsum + k * N;
+                floatX* sum = a->lnsum + ln_slot(m, k) * N;
                 block_forward(m, l, s, z, x, B, T);                                // z = F(x)
                 residual_forward(sum, x, z, N);                                    // r = x + z
                 layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
-                floatX* u = a->blockin + k * N;
-                floatX* lnx = a->lnx + k * N;
+                floatX* u = a->blockin + ln_slot(m, k) * N;
+                floatX* lnx = a->lnx + a_slot(m, k) * N;
+                floatX* r = a->lnsum + ln_slot(m, k) * N;
                 floatX* y = a->resy + k * N;
                 // a = LN(x), u = LN(a + LN(y)); after the first sublayer, x and y come from the update
                 // of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
                 if (k > 0) {
-                    siamese_update_input_forward(x, y, a->lnx + (k - 1) * N, a->resy + (k - 1) * N,
-                                                 a->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx,
-                                                 a->lnsum + k * N, u, sublayer_stats(f, k, BT), sublayer_norms(p, l, s, C),
-                                                 BT, C);
+                    siamese_update_input_forward(x, y, a->lnx + a_slot(m, k - 1) * N, a->resy + (k - 1) * N,
+                                                 a->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx, r, u,
+                                                 sublayer_stats(f, k, BT), sublayer_norms(p, l, s, C), BT, C);
                 } else {
-                    siamese_input_forward(lnx, a->lnsum + k * N, u, sublayer_stats(f, k, BT), x, y,
-                                          sublayer_norms(p, l, s, C), BT, C);
+                    siamese_input_forward(lnx, r, u, sublayer_stats(f, k, BT), x, y, sublayer_norms(p, l, s, C), BT, C);
                 }
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 break;
@@ -1893,13 +1912,13 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + (2 * L - 1) * N,
+            siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + a_slot(m, 2 * L - 1) * N,
                                          a->resy + (2 * L - 1) * N, a->blockout + (2 * L - 1) * N,
                                          siamese_scale(L - 1), NULL, a->lnfsum, a->lnf, final_stats(f),
                                          final_norms(p), BT, C);
             break;
     }
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
         classifier(a->logits, f->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
         // the embedding gradient's work list: host work, done while the GPU runs the forward pass
@@ -1944,8 +1963,10 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
     } else {
         size_t wo = (size_t)l * 4 * C * C;
         floatX* fch = a->fch + lBT * 4 * C;
+        floatX* fch_gelu = a->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_backward_input(sc->dfch, CUDA_R_X, 0.0f, dz, p->fcprojw + wo, BT, 4 * C, C, fch);  // through GELU too
-        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, a->fch_gelu + lBT * 4 * C, BT, 4 * C, C);
+        if (m->recompute >= 1) { gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0); }  // GELU(fch) again, as the forward
+        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, fch_gelu, BT, 4 * C, C);
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dfch, p->fcw + wo, BT, C, 4 * C, NULL);
         matmul_backward_weight(g->fcw + wo, g->fcb + (size_t)l * 4 * C, sc->dfch, u, BT, C, 4 * C);
     }
@@ -1994,31 +2015,40 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         int l = k / 2, s = k % 2;
         floatX* x = a->resx + k * N;
         floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
         float* mean = f->ln_mean + (size_t)k * BT;
         float* rstd = f->ln_rstd + (size_t)k * BT;
+        floatX* r = a->lnsum + ln_slot(m, k) * N;
+        floatX* u = a->blockin + ln_slot(m, k) * N;
+        int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+                if (rebuild) { layernorm_recompute(u, mean, rstd, x, lnw, lnb, BT, C); }
                 cast_to_x(sx->dz, sf->dx, N);
-                block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+                block_backward(m, l, s, sf->du, 0.0f, sx->dz, u, B, T);
                 layernorm_backward(sf->dx, NULL, dlnw, dlnb, sf->du, x, lnw, mean, rstd, BT, C, 1);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
                 // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
-                layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, a->lnsum + k * N, lnw, mean, rstd, BT, C, 0);
+                if (rebuild) { residual_forward(r, x, a->blockout + k * N, N); }
+                layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, r, lnw, mean, rstd, BT, C, 0);
                 block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
                 break;
-            case NORM_SIAMESE:
+            case NORM_SIAMESE: {
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
-                block_backward(m, l, s, sf->du, 0.0f, sx->dz, a->blockin + k * N, B, T);
+                floatX* y = a->resy + k * N;
+                SiameseStats st = sublayer_stats(f, k, BT);
+                if (rebuild) { siamese_input_recompute(r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C); }
+                block_backward(m, l, s, sf->du, 0.0f, sx->dz, u, B, T);
                 siamese_input_backward(sf->dx, sf->dy, k > 0 ? sx->dz : NULL, siamese_scale((k - 1) / 2), 1, sf->du,
-                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C),
-                                       sublayer_stats(f, k, BT), x, a->resy + k * N, a->lnsum + k * N, BT, C);
+                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
                 break;
+            }
         }
         observe_stream_grads(m, k);
     }
@@ -2215,13 +2245,14 @@ int main(int argc, char** argv) {
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
     model.padded_parameters = run.dist.padded;  // the collectives' equal shards (common/dist.h)
+    model.recompute = run.args.recompute;        // -r: which activations the backward rebuilds
     gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
-    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
+    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations (recompute -r %d), %.1f MiB scratch\n",
            (model.padded_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
-           model.activation_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
+           model.activation_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
     TrainerOps ops = {
         .forward = gpu_forward,
