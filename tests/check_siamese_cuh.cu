@@ -87,6 +87,7 @@ int main() {
     SiameseNormGrads g = {};
     SiameseStats st = {};
     siamese_input_forward(NULL, NULL, NULL, st, NULL, NULL, p, 0, 0);
+    siamese_input_recompute(NULL, NULL, st, NULL, NULL, p, 0, 0);
     siamese_update_input_forward(NULL, NULL, NULL, NULL, NULL, 1.0f, NULL, NULL, NULL, st, p, 0, 0);
     siamese_input_backward(NULL, NULL, NULL, 1.0f, 1, NULL, g, p, st, NULL, NULL, NULL, 0, 0);
     return 0;
