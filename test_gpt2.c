@@ -48,7 +48,7 @@ the floors decide; on siamese_trained the gradients' yardsticks reach 4.6e-5 and
 #include "train_gpt2.c"
 
 #include "common/debug_state.h"
-#include "common/train_common.h"  // now_seconds
+#include "common/train_loop.h"  // now_seconds, grad_clip_scale
 
 static const float TOL_ACTS = 1e-5f;
 static const float TOL_LOSS = 1e-6f;

@@ -62,6 +62,7 @@ kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gp
 #include "train_gpt2.cu"
 
 #include "common/debug_state.h"
+#include "common/train_loop.h"  // grad_clip_scale
 
 #ifdef ENABLE_FP32
 static const float TOL_ACTS = 2e-5f;

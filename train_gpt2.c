@@ -1076,17 +1076,13 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     // one parallel region for all tensors, and no barrier between them (nowait: the tensors are
     // disjoint): a region per tensor woke the threads 28 times a step, mostly for LayerNorm weights
     // and biases of a few hundred floats (dev/cpu/RESULTS.md, "Under load")
+    ParamSlice slices[NUM_PARAMETER_TENSORS];
+    int num_slices = param_slices(m->param_sizes, lo, hi, slices);
     #pragma omp parallel
     {
-        size_t offset = 0;
-        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-            // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
-            size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
-            end = end < hi ? end : hi;
-            offset += m->param_sizes[i];
-            if (start >= end) { continue; }
-            size_t n = end - start;
-            float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+        for (int s = 0; s < num_slices; s++) {
+            size_t start = slices[s].start, n = slices[s].n;
+            float wd = param_tensor_decays(slices[s].tensor) ? weight_decay : 0.0f;
             float* param = m->params_memory + start;
             float* grad = m->grads_memory + start;
             float* mm = m->m_memory + (start - m->opt_lo);
@@ -1126,13 +1122,14 @@ static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, floa
 //                          so after the last micro-batch they are the mean over all of them.
 //   3. ops.grad_sumsq      gpt2_grad_sumsq: the sum of the squares of all gradients; its square
 //                          root is the global L2 norm.
-//   4. the learning rate   learning_rate_at (common/args.h): -l times (step+1)/-u during the -u
-//                          warmup steps, then a cosine from -l down to -q times -l at step -x.
-//   5. the clip            grad_clip_scale (common/args.h): min(1, 1.0 / (norm + 1e-6)), i.e. the
-//                          global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
+//   4. the learning rate   learning_rate_at (common/train_loop.h): -l times (step+1)/-u during the
+//                          -u warmup steps, then the schedule -K: by default a cosine from -l down
+//                          to -q times -l at step -x (also linear, constant, wsd).
+//   5. the clip            grad_clip_scale (common/train_loop.h): min(1, 1.0 / (norm + 1e-6)), i.e.
+//                          the global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
 //                          AdamW as grad_scale, the gradients in memory are left as they are.
 //   6. ops.update          gpt2_update_range (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
-//                          eps 1e-8 (the constants at its call in train_update) and weight decay
+//                          eps 1e-8 (set in main() below, run.adamw) and weight decay
 //                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
 //                          and the four matrices of each layer, not the biases or LayerNorms.
 //   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
@@ -1174,7 +1171,6 @@ static void* cpu_working_weights(void* self, size_t* elem_bytes) {
     *elem_bytes = sizeof(float);
     return ((GPT2*)self)->params_memory;
 }
-static void cpu_poison_gradient(void* self) { ((GPT2*)self)->grads_memory[0] = NAN; }
 
 int main(int argc, char** argv) {
     TrainRun run;
@@ -1204,6 +1200,10 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
            model.num_activations * sizeof(float) / 1048576.0, model.recompute);
 
+    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
+
     TrainerOps ops = {
         .forward = cpu_forward,
         .backward = cpu_backward,
@@ -1216,7 +1216,6 @@ int main(int argc, char** argv) {
         .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer
         .grads = cpu_grads,                      // several ranks: the gradients they sum
         .working_weights = cpu_working_weights,  // and the weights they gather after a sharded update
-        .poison_gradient = cpu_poison_gradient,  // the tests of the non-finite guard
         .sync = NULL,                            // nothing is queued on the CPU
         .peak_flops = 0.0,                       // no MFU column
     };

@@ -2083,15 +2083,11 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
                               float grad_scale, int t, size_t lo, size_t hi) {
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        // the part [start, end) of this tensor [offset, offset + size) that is in [lo, hi)
-        size_t start = offset > lo ? offset : lo, end = offset + m->param_sizes[i];
-        end = end < hi ? end : hi;
-        offset += m->param_sizes[i];
-        if (start >= end) { continue; }
-        size_t n = end - start, held = start - m->opt_lo;
-        float wd = param_tensor_decays(i) ? weight_decay : 0.0f;
+    ParamSlice slices[NUM_PARAMETER_TENSORS];
+    int num_slices = param_slices(m->param_sizes, lo, hi, slices);  // [lo, hi) cut at the tensors
+    for (int s = 0; s < num_slices; s++) {
+        size_t start = slices[s].start, n = slices[s].n, held = start - m->opt_lo;
+        float wd = param_tensor_decays(slices[s].tensor) ? weight_decay : 0.0f;
         adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
                                                       m->grads_memory + start, m->m_memory + held, m->v_memory + held,
                                                       n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
@@ -2202,10 +2198,6 @@ static void* gpu_working_weights(void* self, size_t* elem_bytes) {
     *elem_bytes = sizeof(floatX);
     return ((GPT2*)self)->params_x_memory;
 }
-static void gpu_poison_gradient(void* self) {
-    float bad = NAN;
-    cudaCheck(cudaMemcpy(((GPT2*)self)->grads_memory, &bad, sizeof(float), cudaMemcpyHostToDevice));
-}
 static void gpu_sync(void* self) {
     (void)self;
     cudaCheck(cudaDeviceSynchronize());
@@ -2254,6 +2246,10 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.activation_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
+    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
+
     TrainerOps ops = {
         .forward = gpu_forward,
         .backward = gpu_backward,
@@ -2266,7 +2262,6 @@ int main(int argc, char** argv) {
         .load_moments = gpu_load_moments,
         .grads = gpu_grads,
         .working_weights = gpu_working_weights,
-        .poison_gradient = gpu_poison_gradient,
         .sync = gpu_sync,
         .peak_flops = PEAK_FLOPS,
     };

@@ -16,6 +16,10 @@ model (T against its maximum sequence length) happen once the model is known: ar
 // a run stops after this many consecutive steps with a non-finite loss or gradient norm
 #define MAX_NONFINITE_STEPS 5
 
+// the learning-rate schedules of -K (their formulas: learning_rate_at in common/train_loop.h)
+typedef enum { LR_COSINE, LR_LINEAR, LR_CONSTANT, LR_WSD, NUM_LR_SCHEDULES } LrSchedule;
+static const char* const LR_SCHEDULE_NAMES[NUM_LR_SCHEDULES] = {"cosine", "linear", "constant", "wsd"};
+
 typedef struct {
     const char* train_pattern;  // -i  training token shards (glob)
     const char* val_pattern;    // -j  validation token shards (glob), "" = no validation
@@ -29,7 +33,9 @@ typedef struct {
     int total_batch_given;      //     -d was given (without it, several ranks take B*T each: B*T*ranks)
     float learning_rate;        // -l  peak learning rate
     int warmup_steps;           // -u  linear warmup steps
-    float final_lr_frac;        // -q  lr at the end of the cosine decay, as a fraction of -l
+    float final_lr_frac;        // -q  lr at the end of the decay, as a fraction of -l
+    LrSchedule lr_schedule;     // -K  cosine | linear | constant | wsd (after the warmup)
+    float wsd_decay_frac;       // -w  wsd: the final fraction of the -x steps that decays
     float weight_decay;         // -c  AdamW weight decay (matrices and embeddings only)
     int max_steps;              // -x  optimizer steps
     int val_every;              // -v  validation every N steps, 0 = never
@@ -40,7 +46,6 @@ typedef struct {
     int resume;                 // -y  1 = resume from the newest checkpoint in -o
     int keep_checkpoints;       // -nk keep only the newest N checkpoints, 0 = keep all
     int arith_problems;         // -k  held-out problems for the arithmetic accuracy, 0 = none
-    float grad_clip;            //     global gradient-norm clip (fixed, as in llm.c)
     unsigned long long seed;    // -S  seed of fresh initialisation, sampling and (when given) the data order
     int seed_given;             //     -S was given: the training batches start at a seed-dependent position
     int zero_stage;             // -z  with several ranks: 1 = AdamW state sharded over them (ZeRO-1), 0 = not
@@ -70,6 +75,8 @@ static inline TrainArgs args_defaults(void) {
     a.learning_rate = 3e-3f;
     a.warmup_steps = 50;
     a.final_lr_frac = 0.1f;
+    a.lr_schedule = LR_COSINE;
+    a.wsd_decay_frac = 0.2f;
     a.weight_decay = 0.0f;
     a.max_steps = 1500;
     a.val_every = 250;
@@ -80,7 +87,6 @@ static inline TrainArgs args_defaults(void) {
     a.resume = 0;
     a.keep_checkpoints = 0;
     a.arith_problems = 256;
-    a.grad_clip = 1.0f;
     a.seed = 1337;
     a.seed_given = 0;
     a.zero_stage = 1;
@@ -110,7 +116,12 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -d <int>    total batch in tokens, -1 for B*T (B*T*ranks with mpirun) [%ld]\n", d->total_batch);
     printf("  -l <float>  peak learning rate [%g]\n", d->learning_rate);
     printf("  -u <int>    warmup steps [%d]\n", d->warmup_steps);
-    printf("  -q <float>  final learning rate as a fraction of -l (cosine decay) [%g]\n", d->final_lr_frac);
+    printf("  -K <name>   learning-rate schedule after the warmup: cosine | linear | constant | wsd [%s]\n",
+           LR_SCHEDULE_NAMES[d->lr_schedule]);
+    printf("              (cosine, linear: from -l down to -q times -l at step -x; constant: -l; wsd: -l,\n");
+    printf("              then down to -q times -l over the last -w of the steps, along 1 - sqrt)\n");
+    printf("  -q <float>  final learning rate as a fraction of -l (cosine, linear, wsd) [%g]\n", d->final_lr_frac);
+    printf("  -w <float>  wsd: the fraction of the -x steps at the end that decays [%g]\n", d->wsd_decay_frac);
     printf("  -c <float>  weight decay [%g]\n", d->weight_decay);
     printf("  -x <int>    number of optimizer steps [%d]\n", d->max_steps);
     printf("  -v <int>    validate every N steps, 0 = never [%d]\n", d->val_every);
@@ -144,6 +155,15 @@ static inline float parse_float_flag(const char* flag, const char* s, double lo,
     if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) { fatal("%s expects a number, got '%s'", flag, s); }
     if (v < lo || v > hi) { fatal("%s %g is out of range [%g, %g]", flag, v, lo, hi); }
     return (float)v;
+}
+
+// -K: the schedule of that name, else a fatal error naming the choices
+static inline LrSchedule lr_schedule_from_name(const char* name) {
+    for (int i = 0; i < NUM_LR_SCHEDULES; i++) {
+        if (strcmp(name, LR_SCHEDULE_NAMES[i]) == 0) { return (LrSchedule)i; }
+    }
+    fatal("-K: unknown learning-rate schedule '%s' (cosine, linear, constant or wsd)", name);
+    return LR_COSINE;
 }
 
 // A fresh model's shape on the command line, -e:
@@ -222,6 +242,8 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'l': a->learning_rate = parse_float_flag(flag, v, 0.0, 10.0); break;
             case 'u': a->warmup_steps = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
+            case 'K': a->lr_schedule = lr_schedule_from_name(v); break;
+            case 'w': a->wsd_decay_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
             case 'c': a->weight_decay = parse_float_flag(flag, v, 0.0, 10.0); break;
             case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, 99999999); break;  // 8-digit checkpoint names
             case 'v': a->val_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
@@ -251,10 +273,6 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
     FreshShape shape;
     args_fresh_shape(a->init, &shape);  // an impossible fresh shape ends the program here
     if (a->resume && a->output_dir[0] == '\0') { fatal("-y 1 needs an output folder -o to resume from"); }
-    if (a->warmup_steps > a->max_steps) {
-        printf("note: warmup -u %d is longer than the run -x %d: the learning rate ends at %g, not at -l %g\n",
-               a->warmup_steps, a->max_steps, a->learning_rate * a->max_steps / a->warmup_steps, a->learning_rate);
-    }
     // the file names in it ("/model_XXXXXXXX.bin.tmp", "/main.log") must fit the 1024-byte path buffers
     if (strlen(a->output_dir) > 1000) {
         fatal("output folder -o is too long (%zu characters, at most 1000)", strlen(a->output_dir));
@@ -279,24 +297,6 @@ static inline int args_fresh_config(const TrainArgs* a, int vocab_size, GPT2Conf
         cfg->num_heads = s.heads;
     }
     return 1;
-}
-
-// ----------------------------------------------------------------------------
-// learning-rate schedule: linear warmup, then cosine decay from lr to lr * final_frac
-
-static inline float learning_rate_at(const TrainArgs* a, int step) {
-    float lr = a->learning_rate;
-    if (step < a->warmup_steps) { return lr * (float)(step + 1) / (float)a->warmup_steps; }
-    if (a->max_steps <= a->warmup_steps) { return lr; }
-    float ratio = (float)(step - a->warmup_steps) / (float)(a->max_steps - a->warmup_steps);
-    float coeff = 0.5f * (1.0f + cosf((float)M_PI * ratio));
-    return lr * (a->final_lr_frac + (1.0f - a->final_lr_frac) * coeff);
-}
-
-// the factor that clips the gradient to norm `clip` (1 when it is below), as torch's clip_grad_norm_
-static inline float grad_clip_scale(float norm, float clip) {
-    float coef = clip / (norm + 1e-6f);
-    return coef < 1.0f ? coef : 1.0f;
 }
 
 #endif // COMMON_ARGS_H

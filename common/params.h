@@ -186,6 +186,32 @@ static inline size_t count_parameters(const GPT2Config* cfg) {
     return n;
 }
 
+// A range [lo, hi) of the flat parameters (all of them, or one rank's shard: common/dist.h) cut
+// at the tensor boundaries. AdamW runs tensor by tensor, since weight decay is per tensor
+// (param_tensor_decays), so both trainers' updates walk these pieces.
+typedef struct {
+    int tensor;    // which tensor (P_WTE, ...)
+    size_t start;  // its first parameter, as an index into all parameters
+    size_t n;      // how many (at least 1)
+} ParamSlice;
+
+// the non-empty parts of [lo, hi) in each tensor, in tensor order; returns how many there are
+static inline int param_slices(const size_t sizes[NUM_PARAMETER_TENSORS], size_t lo, size_t hi,
+                               ParamSlice slices[NUM_PARAMETER_TENSORS]) {
+    int count = 0;
+    size_t offset = 0;  // where tensor i starts
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t start = offset > lo ? offset : lo, end = offset + sizes[i] < hi ? offset + sizes[i] : hi;
+        offset += sizes[i];
+        if (start >= end) { continue; }
+        slices[count].tensor = i;
+        slices[count].start = start;
+        slices[count].n = end - start;
+        count++;
+    }
+    return count;
+}
+
 // AdamW weight decay applies to the matrices and embeddings, not to biases and LayerNorms
 static inline int param_tensor_decays(int i) {
     return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;

@@ -1,8 +1,7 @@
 /*
 common/train_common.h: host-side pieces of the training loop that train_gpt2.c (CPU) and
-train_gpt2.cu (GPU) share: a clock, the NaN injection used by the tests of the non-finite guard,
-the output-folder rules (resume, or refuse to overwrite a run) and the handling of a step whose
-loss or gradient norm is not finite.
+train_gpt2.cu (GPU) share: a clock, the output-folder rules (resume, or refuse to overwrite a
+run) and the handling of a step whose loss or gradient norm is not finite.
 */
 #ifndef COMMON_TRAIN_COMMON_H
 #define COMMON_TRAIN_COMMON_H
@@ -49,22 +48,6 @@ static inline double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// A debugging aid for the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS="3,5-9" makes the
-// gradients of those (1-based) steps NaN, as an overflow in a real run would.
-static inline int nan_injected_at(int step) {
-    const char* spec = getenv("TRAIN_GPT2_NAN_STEPS");
-    while (spec && *spec) {
-        char* end;
-        long lo = strtol(spec, &end, 10), hi = lo;
-        if (end == spec) { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-        if (*end == '-') { spec = end + 1; hi = strtol(spec, &end, 10); }
-        if (step >= lo && step <= hi) { return 1; }
-        spec = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0') { fatal("TRAIN_GPT2_NAN_STEPS: expected steps like \"3,5-9\""); }
-    }
-    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -236,13 +219,6 @@ static inline void resume_check_state(const TrainState* st, const TrainArgs* a, 
     if (st->B != a->B || st->T != a->T || st->total_batch != a->total_batch) {
         fatal("%s was written with -b %d -t %d -d %ld; resume with the same (not -b %d -t %d -d %ld)", state_path,
               st->B, st->T, st->total_batch, a->B, a->T, a->total_batch);
-    }
-    // another -x stretches or squeezes the cosine schedule: the learning rate jumps at the resume
-    if (st->max_steps > 0 && st->max_steps != a->max_steps && st->step < a->max_steps) {
-        TrainArgs planned = *a;
-        planned.max_steps = st->max_steps;
-        printf("note: the run was planned with -x %d; with -x %d the learning rate at step %d is %.3e, not %.3e\n",
-               st->max_steps, a->max_steps, st->step + 1, learning_rate_at(a, st->step), learning_rate_at(&planned, st->step));
     }
 }
 

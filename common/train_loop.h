@@ -8,20 +8,32 @@ gradients, the sharded optimizer and the gathered checkpoints are all here, for 
 The model's math (forward, backward, AdamW) stays inline in each trainer; the loop reaches it only
 through the small table of functions below, which each trainer fills with its own implementations.
 
-A trainer's main() reads, in order:
+A trainer's main() reads, in order (train_gpt2.c's; train_gpt2.cu's also sets up its GPU):
 
     TrainRun run;
     train_run_setup(&run, argc, argv);      // flags, output folder (read only), data; which model to build
     GPT2 model;                             // the trainer's own model type
-    if (run.resume_step >= 0 || !run.fresh) gpt2_build_from_checkpoint(&model, run.model_path);
-    else                                    gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
+    if (run.fresh) gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
+    else           gpt2_build_from_checkpoint(&model, run.model_path);   // -e FILE, or the resume's
     train_run_attach_model(&run, &model.config, model.num_parameters, "...");  // checks, prints
-    // (AdamW's moments: for parameters [run.opt_lo, run.opt_hi) only, the rank's shard with ZeRO-1)
+    model.opt_lo = run.opt_lo;              // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
+    model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
-    TrainerOps ops = { ... };               // the trainer's functions
+    run.adamw.beta1 = 0.9f;                 // AdamW's betas and epsilon (its weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
+    TrainerOps ops = { .forward = ..., };   // the trainer's functions
     train_run_loop(&run, &ops, &model);     // claims the output folder; steps, evaluation, sampling, checkpoints
     train_run_free(&run);
     gpt2_free(&model);
+
+One optimizer step (train_run_loop) reads: zero the gradients; grad_accum micro-batches of forward
+and backward (the gradients accumulate); the gradients summed over the ranks and their global norm
+(train_reduce_gradients); the learning rate of the step (learning_rate_at, -K) and the clip
+(grad_clip_scale, GRAD_CLIP); AdamW (train_update). A step whose loss or norm is not finite skips
+the update (nonfinite_step, common/train_common.h). The tests' build of a trainer (-DTEST_HOOKS)
+puts the faults of common/test_hooks.h in front of the trainer's functions; a trainer built by
+`make` has none.
 */
 #ifndef COMMON_TRAIN_LOOP_H
 #define COMMON_TRAIN_LOOP_H
@@ -61,13 +73,19 @@ typedef struct {
     // common/dist.h moves them with NCCL or through the host)
     float* (*grads)(void* self);
     void* (*working_weights)(void* self, size_t* elem_bytes);
-    // makes the first gradient NaN (the tests of the non-finite guard: TRAIN_GPT2_NAN_STEPS)
-    void (*poison_gradient)(void* self);
     // waits for queued work before a clock is read (NULL on the CPU, where nothing is queued)
     void (*sync)(void* self);
     // peak FLOP/s of the device, for the MFU column of the step line (0: no MFU column)
     double peak_flops;
 } TrainerOps;
+
+// AdamW's hyperparameters but the learning rate: each trainer's main() sets the betas and epsilon,
+// train_run_setup the weight decay (-c, applied to the tensors param_tensor_decays marks)
+typedef struct {
+    float beta1, beta2;  // decay rates of the first and second moment
+    float eps;           // added to the root of the second moment
+    float weight_decay;  // decoupled weight decay
+} AdamWSettings;
 
 // the state of one run that is not the model's
 typedef struct {
@@ -86,7 +104,72 @@ typedef struct {
     int grad_accum;            // micro-batches per optimizer step, on each rank
     Dist dist;                 // the ranks of a multi-process run (one rank without mpirun)
     size_t opt_lo, opt_hi;     // the parameters whose AdamW moments this rank holds (all but with ZeRO-1)
+    AdamWSettings adamw;       // main() sets beta1, beta2 and eps before train_run_loop
 } TrainRun;
+
+// ----------------------------------------------------------------------------
+// the learning rate and the gradient clip of a step
+
+// the global gradient norm is clipped to this (as torch's clip_grad_norm_(params, 1.0))
+#define GRAD_CLIP 1.0f
+
+// The learning rate of (0-based) step `step`. It depends on the step and the flags alone, so a
+// resumed run continues its schedule exactly. During the -u warmup steps it rises linearly,
+// (step + 1) / -u times -l; after them -K decides, with lr = -l, f = -q, N = -x:
+//   cosine    lr * (f + (1 - f) * (1 + cos(pi p)) / 2)  with p = (step - u) / (N - u)
+//   linear    lr * (f + (1 - f) * (1 - p))              (the same p)
+//   constant  lr
+//   wsd       warmup, stable, decay: lr until step D = N - round(-w * N) (not before the warmup
+//             ends), then lr * (f + (1 - f) * (1 - sqrt(p))) with p = (step - D) / (N - D): the
+//             decay drops fastest at its start and flattens towards f * lr
+// p never reaches 1 (the last step is N - 1), so the learning rate of the last step is a little
+// above f * lr, as in the cosine schedule of llm.c.
+static inline int wsd_decay_start(const TrainArgs* a) {
+    int start = a->max_steps - (int)lround((double)a->wsd_decay_frac * a->max_steps);
+    return start > a->warmup_steps ? start : a->warmup_steps;
+}
+
+static inline float learning_rate_at(const TrainArgs* a, int step) {
+    float lr = a->learning_rate, f = a->final_lr_frac;
+    if (step < a->warmup_steps) { return lr * (float)(step + 1) / (float)a->warmup_steps; }
+    int decay_start = a->lr_schedule == LR_WSD ? wsd_decay_start(a) : a->warmup_steps;
+    if (a->lr_schedule == LR_CONSTANT || step < decay_start || a->max_steps <= decay_start) { return lr; }
+    float p = (float)(step - decay_start) / (float)(a->max_steps - decay_start);
+    float left;  // the part of the way from f * lr to lr still left: 1 at p = 0, 0 at p = 1
+    switch (a->lr_schedule) {
+        case LR_COSINE: left = 0.5f * (1.0f + cosf((float)M_PI * p)); break;
+        case LR_LINEAR: left = 1.0f - p; break;
+        default: left = 1.0f - sqrtf(p); break;  // LR_WSD
+    }
+    return lr * (f + (1.0f - f) * left);
+}
+
+// the factor that clips the gradient to norm GRAD_CLIP (1 when it is below), as torch's
+// clip_grad_norm_; it reaches AdamW as grad_scale, the gradients in memory stay as they are
+static inline float grad_clip_scale(float norm, float clip) {
+    float coef = clip / (norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
+// start-up notes on the schedule: a warmup longer than the run
+static inline void lr_schedule_notes(const TrainArgs* a) {
+    if (a->warmup_steps > a->max_steps) {
+        printf("note: warmup -u %d is longer than the run -x %d: the learning rate ends at %g, not at -l %g\n",
+               a->warmup_steps, a->max_steps, learning_rate_at(a, a->max_steps - 1), a->learning_rate);
+    }
+}
+
+// a resumed run with another -x than the one its checkpoints were written with: the schedule is
+// stretched or squeezed, so the learning rate jumps at the resume; says by how much
+static inline void lr_schedule_resume_note(const TrainState* st, const TrainArgs* a) {
+    if (st->max_steps > 0 && st->max_steps != a->max_steps && st->step < a->max_steps) {
+        TrainArgs planned = *a;
+        planned.max_steps = st->max_steps;
+        printf("note: the run was planned with -x %d; with -x %d the learning rate at step %d is %.3e, not %.3e\n",
+               st->max_steps, a->max_steps, st->step + 1, learning_rate_at(a, st->step),
+               learning_rate_at(&planned, st->step));
+    }
+}
 
 // flags, the output folder and the data folder; decides which model main() builds. Call it first
 // in main() on the CPU: it may run the program again with OMP_WAIT_POLICY set (train_common.h).
@@ -97,7 +180,8 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     dist_init(&r->dist);  // one of several ranks under mpirun (the others print nothing)
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
-    (void)nan_injected_at(0);  // a malformed TRAIN_GPT2_NAN_STEPS is refused now, with the flags
+    r->adamw.weight_decay = r->args.weight_decay;
+    lr_schedule_notes(&r->args);
     r->have_output = r->args.output_dir[0] != '\0';
     // the output folder, read only (train_run_loop creates and locks it, so a run that fails to
     // start leaves nothing there): resume from it, or refuse to overwrite an earlier run in it; the
@@ -289,11 +373,11 @@ static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, v
     return norm;
 }
 
-// one AdamW step: of the parameters whose moments this rank holds; a rank holding a shard then
-// hands its updated weights to the others
-static inline void train_update(TrainRun* r, const TrainerOps* ops, void* model, float lr, float weight_decay,
-                                float grad_scale, int t) {
-    ops->update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, grad_scale, t, r->opt_lo, r->opt_hi);
+// one AdamW step (t is 1-based): of the parameters whose moments this rank holds; a rank holding a
+// shard then hands its updated weights to the others
+static inline void train_update(TrainRun* r, const TrainerOps* ops, void* model, float lr, float grad_scale, int t) {
+    const AdamWSettings* w = &r->adamw;
+    ops->update(model, lr, w->beta1, w->beta2, w->eps, w->weight_decay, grad_scale, t, r->opt_lo, r->opt_hi);
     if (r->opt_hi - r->opt_lo < r->num_parameters) {
         size_t bytes;
         void* w = ops->working_weights(model, &bytes);
@@ -342,8 +426,30 @@ static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int eval
            steps_left, 1000.0 * e->step_seconds / e->steps_timed, evals);
 }
 
+// the step line on stdout and in main.log: loss, gradient norm, learning rate, time, throughput
+// and, where the trainer knows its device's peak (ops->peak_flops), the model FLOPs utilisation
+static inline void train_report_step(Logger* lg, const TrainRun* r, const TrainerOps* ops, int step, double loss,
+                                     float norm, float lr, double seconds) {
+    const TrainArgs* a = &r->args;
+    double ms = seconds * 1000.0, tok_s = a->total_batch / seconds;
+    char mfu_line[64] = "", mfu_log[64] = "";
+    if (ops->peak_flops > 0) {
+        double mfu = 100.0 * train_flops_per_token(r) * (double)a->total_batch / seconds / ops->peak_flops;
+        snprintf(mfu_line, sizeof(mfu_line), " | MFU %.1f%%", mfu);
+        snprintf(mfu_log, sizeof(mfu_log), " mfu=%.2f", mfu);
+    }
+    printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s%s\n", step + 1, a->max_steps, loss, norm,
+           lr, ms, tok_s, mfu_line);
+    logger_line(lg, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss, norm, lr, ms,
+                tok_s, mfu_log);
+}
+
 // ----------------------------------------------------------------------------
 // the loop
+
+#ifdef TEST_HOOKS
+#include "test_hooks.h"  // test builds only: faults the tests plant (TRAIN_GPT2_NAN_STEPS)
+#endif
 
 // Runs the steps from the resumed step (or 0) to -x: at every evaluation step the validation loss
 // and arithmetic accuracy, at every sampling step a sample, at every checkpoint step a checkpoint,
@@ -351,6 +457,11 @@ static inline void run_estimate_step(RunEstimate* e, const TrainRun* r, int eval
 static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
     const TrainArgs* a = &r->args;
     const GPT2Config* cfg = r->config;
+    if (!(r->adamw.beta2 > 0.0f && r->adamw.eps > 0.0f)) { fatal("train_run_loop: main() set no AdamW betas and eps"); }
+#ifdef TEST_HOOKS
+    TrainerOps hooked = test_hooks_wrap(ops, r->resume_step >= 0 ? r->resume_step : 0);
+    ops = &hooked;
+#endif
     // the run starts: rank 0 creates the output folder and holds its lock from here on
     if (r->dist.rank == 0) { output_dir_claim(a, r->resume_step); }
     // arithmetic data: exact-match accuracy on held-out problems at every validation
@@ -366,6 +477,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     if (r->resume_step >= 0) {
         train_read_state(r, ops, model, &st);
         resume_check_state(&st, a, r->state_path, r->resume_step);
+        lr_schedule_resume_note(&st, a);
         dataloader_set_position(&r->train_loader, st.shard_index, st.shard_offset);
         printf("resumed from %s at step %d\n", r->model_path, st.step);
         if (st.step >= a->max_steps) {
@@ -379,7 +491,6 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     st.total_batch = a->total_batch;
     Logger logger;
     logger_init(&logger, r->dist.rank == 0 ? a->output_dir : "", a->resume);  // rank 0 alone logs
-    double step_flops = train_flops_per_token(r) * (double)a->total_batch;
     int evaluates = r->have_val || have_arith;
     RunEstimate estimate = {st.step, 0, 0.0, -1.0};
     // the device may hold queued work no step has waited for (the model's upload, an evaluation):
@@ -415,7 +526,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
         if (last) { break; }
 
         // one optimizer step: grad_accum micro-batches (on every rank), the gradients summed over
-        // the ranks, then clip and AdamW. The device waits (ops->sync) are those of the clock: one
+        // the ranks, the step's learning rate and clip, then AdamW. The device waits (ops->sync) are those of the clock: one
         // where the step ends, and one before it starts only when something else ran in between.
         if (ops->sync && queued) { ops->sync(model); }
         double t0 = now_seconds();
@@ -428,28 +539,17 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
             ops->backward(model, 1.0f / micro_total);
         }
         loss = dist_sum(&r->dist, loss);
-        if (nan_injected_at(step + 1)) { ops->poison_gradient(model); }
         float norm = train_reduce_gradients(r, ops, model);
         float lr = learning_rate_at(a, step);
         if (isfinite(loss) && isfinite(norm)) {
             st.nonfinite_in_a_row = 0;
             st.updates++;
-            train_update(r, ops, model, lr, a->weight_decay, grad_clip_scale(norm, a->grad_clip), st.updates);
+            train_update(r, ops, model, lr, grad_clip_scale(norm, GRAD_CLIP), st.updates);
             if (ops->sync) { ops->sync(model); }
             queued = 0;
-            double ms = (now_seconds() - t0) * 1000.0;
-            double tok_s = a->total_batch / (ms / 1000.0);
-            char mfu_line[64] = "", mfu_log[64] = "";
-            if (ops->peak_flops > 0) {
-                double mfu = 100.0 * step_flops / (ms / 1000.0) / ops->peak_flops;
-                snprintf(mfu_line, sizeof(mfu_line), " | MFU %.1f%%", mfu);
-                snprintf(mfu_log, sizeof(mfu_log), " mfu=%.2f", mfu);
-            }
-            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s%s\n", step + 1, a->max_steps,
-                   loss, norm, lr, ms, tok_s, mfu_line);
-            logger_line(&logger, "step=%d train_loss=%.6f norm=%.4f lr=%.4e ms=%.2f tok_per_s=%.0f%s", step + 1, loss,
-                        norm, lr, ms, tok_s, mfu_log);
-            run_estimate_step(&estimate, r, evaluates, step, ms / 1000.0);
+            double seconds = now_seconds() - t0;
+            train_report_step(&logger, r, ops, step, loss, norm, lr, seconds);
+            run_estimate_step(&estimate, r, evaluates, step, seconds);
         } else {
             nonfinite_step(&logger, a, &st, step, loss, norm);  // skip the update; several in a row stop the run
         }

@@ -4,15 +4,18 @@ dev/plot.py: compare training runs from their main.log files in one PNG.
     python dev/plot.py out/pre out/post out/siamese -o compare.png
     python dev/plot.py pre=out/pre post=out/post siamese=out/siamese --smooth 20
     python dev/plot.py out/a/main.log out/b --labels "lr 1e-3,lr 3e-3" --from_step 100
+    python dev/plot.py cosine=out/a wsd=out/b --values     the plotted points as text, no PNG
 
 Each RUN is a run folder (the -o of train_gpt2 / train_gpt2cu, holding main.log) or a main.log
 itself, optionally prefixed "label=". The panels: train loss (optionally smoothed with an
-exponential moving average over about N steps), val loss, and, when any run logged it
-(arithmetic data), the held-out exact-match accuracy. The log is common/logger.h's key=value
+exponential moving average over about N steps), val loss, the learning rate of each step (the
+schedule of -K), and, when any run logged it (arithmetic data), the held-out exact-match accuracy. The log is common/logger.h's key=value
 lines; when a resumed run logged a step twice, the last line wins. Losses are cross-entropies in
 nats per token; the accuracy is shown in percent. A log with nothing to plot (empty, not a main.log,
 or no step at or after --from_step) is an error: one line, exit status 1, and no PNG written.
-Needs matplotlib (the log checks come before it is imported). Tests: python dev/test_plot.py
+Needs matplotlib (the log checks come before it is imported), except with --values, which prints
+the points each panel would draw, one "label<TAB>key<TAB>step<TAB>value" line each, and writes no
+PNG. Tests: python dev/test_plot.py, and tests/test_train_cli.sh on the logs of real runs.
 """
 
 import argparse
@@ -83,10 +86,26 @@ def parse_runs(args):
     return runs
 
 
-# the panels: log key, title, y-axis label
-PANELS = [("train_loss", "train loss"), ("val_loss", "val loss"), ("arith_acc", "arithmetic accuracy")]
+# the panels: log key, title, y-axis label; the first two always, the others when a run logged them
+PANELS = [("train_loss", "train loss"), ("val_loss", "val loss"), ("lr", "learning rate"),
+          ("arith_acc", "arithmetic accuracy")]
 YLABELS = {"train_loss": "cross-entropy (nats/token)", "val_loss": "cross-entropy (nats/token)",
-           "arith_acc": "held-out exact match (%)"}
+           "lr": "learning rate", "arith_acc": "held-out exact match (%)"}
+
+
+def panel_points(runs, key, args):
+    """[(label, steps, values)] of the runs that logged `key`, as the panel draws them."""
+    out = []
+    for label, series in runs:
+        if key not in series:
+            continue
+        steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
+        if key == "train_loss":
+            values = ema(values, args.smooth)
+        if key == "arith_acc":
+            values = [100.0 * v for v in values]
+        out.append((label, steps, values))
+    return out
 
 
 def main():
@@ -101,14 +120,22 @@ def main():
                              "other line styles), for seeds of the same setting")
     parser.add_argument("--from_step", type=int, default=0, metavar="S",
                         help="leave out steps before S (the first losses dwarf the rest)")
+    parser.add_argument("--values", action="store_true",
+                        help="print the points of each panel (label, key, step, value; tab-separated), no PNG")
     args = parser.parse_args()
     runs = parse_runs(args)
+    panels = PANELS[:2] + [p for p in PANELS[2:] if any(p[0] in series for _, series in runs)]
+    if args.values:
+        for key, _ in panels:
+            for label, steps, values in panel_points(runs, key, args):
+                for step, value in zip(steps, values):
+                    print(f"{label}\t{key}\t{step}\t{value:.9g}")
+        return
 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = PANELS[:2] + [p for p in PANELS[2:] if any(p[0] in series for _, series in runs)]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     styles = {}  # label -> (colour, dashes) with --group
     if args.group:
@@ -123,15 +150,8 @@ def main():
             seen[g] = seen.get(g, 0) + 1
             styles[label] = (f"C{groups.index(g)}", ["-", "--", ":", "-."][(seen[g] - 1) % 4])
     for ax, (key, title) in zip(axes[0], panels):
-        for label, series in runs:
-            if key not in series:
-                continue
-            steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
-            if key == "train_loss":
-                values = ema(values, args.smooth)
-            if key == "arith_acc":
-                values = [100.0 * v for v in values]
-            style = {"marker": None if key == "train_loss" else "o", "linestyle": "-"}
+        for label, steps, values in panel_points(runs, key, args):
+            style = {"marker": None if key in ("train_loss", "lr") else "o", "linestyle": "-"}
             if label in styles:
                 style = dict(style, color=styles[label][0], linestyle=styles[label][1])
             ax.plot(steps, values, label=label, markersize=3, linewidth=1.2, **style)

@@ -5,8 +5,9 @@ dev/test_plot.py: tests of dev/plot.py.
 
 A log with nothing to plot (empty, a file that is not a main.log, only lines before --from_step)
 must end plot.py with one "error: ..." line and exit status 1, and write no PNG: these checks need
-no matplotlib (plot.py looks at the logs before importing it). With matplotlib installed, a good
-log must give a PNG; without it, that check is skipped with a message.
+no matplotlib (plot.py looks at the logs before importing it). Neither does --values: the points of
+each panel, the learning rate's among them, as text. With matplotlib installed, a good log must
+give a PNG; without it, that check is skipped with a message.
 """
 
 import importlib.util
@@ -53,6 +54,26 @@ expect_error("nothing at or after --from_step", "nothing logged at or after --fr
 with tempfile.TemporaryDirectory() as tmp:
     r = run_plot(os.path.join(tmp, "none"), "-o", os.path.join(tmp, "x.png"))
     check("missing run folder: exit 1, no such log file", r.returncode == 1 and "no such log file" in r.stderr, r.stderr)
+
+# --values: each panel's points; the lr panel holds every step's lr, the train loss is smoothed with
+# --smooth, the accuracy in percent, a resumed run's repeated step counts once (the last line wins)
+with tempfile.TemporaryDirectory() as tmp:
+    log = os.path.join(tmp, "main.log")
+    with open(log, "w") as f:
+        for step, lr in [(1, 5e-4), (2, 1e-3), (3, 7.5e-4), (3, 6e-4), (4, 1e-4)]:
+            f.write(f"step={step} train_loss={5.0 - step:.4f} norm=1.0 lr={lr:.4e} ms=1.0 tok_per_s=100\n")
+        f.write("step=4 val_loss=3.5 arith_acc=0.4375\n")
+    r = run_plot(f"wsd={log}", "--values", "--smooth", "3")
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    lr = [(int(s), float(v)) for label, key, s, v in rows if key == "lr" and label == "wsd"]
+    check("--values: exit 0, no PNG needed", r.returncode == 0 and not os.path.exists("runs.png"), r.stderr)
+    check("--values: the lr panel holds each step's lr, the last line of a repeated step",
+          lr == [(1, 5e-4), (2, 1e-3), (3, 6e-4), (4, 1e-4)], r.stdout)
+    loss = [float(v) for label, key, s, v in rows if key == "train_loss"]
+    check("--values: the train loss smoothed (EMA, span 3)",
+          len(loss) == 4 and abs(loss[1] - (0.5 * 3.0 + 0.5 * 4.0)) < 1e-9, r.stdout)
+    check("--values: val loss and the accuracy in percent",
+          ["wsd", "val_loss", "4", "3.5"] in rows and ["wsd", "arith_acc", "4", "43.75"] in rows, r.stdout)
 
 if importlib.util.find_spec("matplotlib") is None:
     print("skip a good log gives a PNG: matplotlib is not installed (pip install matplotlib)")

@@ -25,7 +25,6 @@ expect_error "flag: unknown norm mode" "unknown norm mode 'sandwich'" "$TRAIN" -
 expect_error "flag: model depth d0" "out of range" "$TRAIN" -e d0 "${T[@]}"
 expect_error "flag: model depth d999" "out of range" "$TRAIN" -e d999 "${T[@]}"
 expect_error "flag: -y 1 without -o" "-y 1 needs an output folder" "$TRAIN" -e "$MODEL" "${T[@]}" -y 1
-expect_error "flag: bad TRAIN_GPT2_NAN_STEPS" "TRAIN_GPT2_NAN_STEPS" env TRAIN_GPT2_NAN_STEPS=x "$TRAIN" -e "$MODEL" "${T[@]}"
 # the shape of a fresh model (-e dNcChH) and the seed
 for spec in "d4c30h4:30 channels do not split into 4 heads" "d2c0:0 channels is out of range" \
             "d0c32:0 layers is out of range" "d2c64h0:0 heads is out of range" "d2c20000:20000 channels is out of range" \

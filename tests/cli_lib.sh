@@ -61,6 +61,41 @@ check() {
 # the train lines of a main.log without the timings, and its val lines
 train_lines() { grep train_loss "$1" | sed 's/ ms=.*//'; }
 
+# check_lr_schedule NAME LOG K LR U Q W X: every step 1..X of main.log LOG has its lr= (5 digits)
+# within 1e-4 relative of the closed form of schedule -K K with -l LR -u U -q Q -w W -x X, computed
+# here in double (the formulas: learning_rate_at in common/train_loop.h)
+check_lr_schedule() {
+    local name=$1 log=$2
+    shift 2
+    awk -v k="$1" -v lr="$2" -v u="$3" -v f="$4" -v w="$5" -v n="$6" '
+        function expect(s,   d, p, left) {  # the lr of 0-based step s
+            if (s < u) return lr * (s + 1) / u
+            d = k == "wsd" ? n - int(w * n + 0.5) : u
+            if (d < u) d = u
+            if (k == "constant" || s < d) return lr
+            p = (s - d) / (n - d)
+            if (k == "cosine") left = (1 + cos(3.141592653589793 * p)) / 2
+            else if (k == "linear") left = 1 - p
+            else left = 1 - sqrt(p)
+            return lr * (f + (1 - f) * left)
+        }
+        / train_loss=/ {
+            step = lr_got = ""
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^step=/) step = substr($i, 6) + 0
+                if ($i ~ /^lr=/) lr_got = substr($i, 4) + 0
+            }
+            e = expect(step - 1)
+            r = (lr_got - e) / e
+            if (r < 0) r = -r
+            if (r > 1e-4) { printf "step %d: lr %s, expected %.6e\n", step, lr_got, e; wrong++ }
+            seen[step] = 1
+        }
+        END { for (s = 1; s <= n; s++) if (!(s in seen)) { printf "step %d: no train line\n", s; wrong++ }
+              exit wrong > 0 }' "$log" > "$W/lr_check.txt"
+    if [ $? -eq 0 ]; then ok "$name"; else bad "$name" "$W/lr_check.txt"; fi
+}
+
 
 # prints "NAME: N passed, N failed"; exit status 1 when anything failed
 cli_summary() {

@@ -1,5 +1,6 @@
 # tests/robust.mk: the trainer's robustness tests, included by the top-level Makefile.
-#   make test-train-cli   end-to-end tests of ./train_gpt2 (tests/test_train_cli.sh)
+#   make test-train-cli   the step's arithmetic (tests/test_train_loop.c), then end-to-end tests of
+#                         ./train_gpt2 (tests/test_train_cli.sh)
 #   make test-readme      the commands of README.md and doc/*.md, run as written in a fresh copy (tests/test_readme.sh)
 #   make test-fuzz-replay the fuzz harnesses (dev/fuzz/) built with plain gcc, replaying
 #                         tests/fuzz_regressions/<target>/* (crashes once found, and corpus samples)
@@ -19,7 +20,17 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 tests/bin/mkshard: tests/mkshard.c | tests/bin
 	$(CC) -O2 -Wall -Wextra $(WERROR_CFLAGS) -o $@ $<
 
-test-train-cli: train_gpt2 tests/bin/mkshard
+# the trainer with the faults the tests plant (common/test_hooks.h: TRAIN_GPT2_NAN_STEPS); one thread
+# is all its runs need, and no MPI
+tests/bin/train_gpt2_hooks: train_gpt2.c $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -DTEST_HOOKS $< -o $@ $(LDLIBS)
+
+# the learning-rate schedules, the clip and the AdamW slices against values worked out by hand
+tests/bin/test_train_loop: tests/test_train_loop.c tests/harness.h $(COMMON_HEADERS) | tests/bin
+	$(CC) $(CFLAGS) -I. -Wno-unused-function $< -o $@ $(LDLIBS)
+
+test-train-cli: train_gpt2 tests/bin/train_gpt2_hooks tests/bin/test_train_loop tests/bin/mkshard
+	./tests/bin/test_train_loop
 	bash tests/test_train_cli.sh
 
 test-readme:
@@ -40,7 +51,7 @@ asan: | tests/bin
 	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -Wno-unused-function test_gpt2.c -o tests/bin/test_gpt2_asan -lm
 	for t in $(FUZZ_TARGETS); do $(CC) $(ROBUST_CFLAGS) $(ASAN_FLAGS) -DFUZZING -o tests/bin/replay_$${t}_asan \
 		dev/fuzz/fuzz_$$t.c dev/fuzz/replay_main.c -lm || exit 1; done
-	$(MAKE) --no-print-directory tests/bin/mkshard test-data-asan
+	$(MAKE) --no-print-directory tests/bin/mkshard tests/bin/train_gpt2_hooks test-data-asan
 	for t in $(FUZZ_TARGETS); do ./tests/bin/replay_$${t}_asan tests/fuzz_regressions/$$t/* || exit 1; done
 	./tests/bin/test_gpt2_asan
 	$(CC) -std=gnu11 -Wall -Wextra $(ASAN_FLAGS) -fopenmp -I. -Wno-unused-function tests/test_llmc.c -o tests/bin/test_llmc_asan -lm

@@ -14,7 +14,10 @@
 #   2. the CUDA trainer's run again, from the same checkpoint: the same step lines and the same
 #      final model and state files, byte for byte (a second process gives the same bits);
 #   3. the run stopped at half way and resumed with -y 1: the same step lines, the same samples
-#      after the resume, and the same final model and state files, byte for byte.
+#      after the resume, and the same final model and state files, byte for byte;
+#   4. (SCHEDULES, by default all four when REPEAT_MODES is not empty) each learning-rate schedule
+#      -K: 8 steps of a fresh model, the lr of every step against its closed form (tests/cli_lib.sh),
+#      and -K wsd resumed at step 6, inside its decay: the same final files, byte for byte.
 # Where the CUDA trainer finds no device it prints a skip line and exits 0. CU_PRECISION=fp32|bf16
 # overrides what the device line says (GPU=./train_gpt2 CU_PRECISION=fp32 checks this script itself).
 # Prints the largest relative step-loss difference per mode (what TOL_BF16 was set from) and
@@ -25,6 +28,7 @@ GPU=${GPU:-./train_gpt2cu}
 CPU=${CPU:-./train_gpt2}
 MODES=${MODES:-"pre post siamese"}
 REPEAT_MODES=${REPEAT_MODES-$MODES}  # the modes that also get checks 2 and 3 ("" for none)
+SCHEDULES=${SCHEDULES-$([ -n "$REPEAT_MODES" ] && echo "cosine linear constant wsd")}  # check 4 ("" for none)
 SHAPE=${SHAPE:-d2c64h4}
 CKPT_STEPS=${CKPT_STEPS:-10}
 STEPS=${STEPS:-20}
@@ -100,6 +104,26 @@ for mode in $MODES; do
         <(cat "$W/first_$mode.out" "$W/second_$mode.out" | sed -n '/^generating:/,/^---$/p')
     for f in "model_$F" "state_$F"; do check "$mode: resume: $f byte-identical" cmp -s "$W/straight_$mode/$f" "$W/resumed_$mode/$f"; done
 done
+
+if [ -n "$SCHEDULES" ]; then
+    echo "== schedules"
+    # steps 5..8 of -K wsd decay (-w 0.5 of -x 8); -n 6: a checkpoint inside the decay
+    K_RUN=(-e "$SHAPE" -b 2 -t 16 -l 1e-3 -u 2 -q 0.1 -w 0.5 -v 0 -s 0 -x 8 -n 6)
+    for k in $SCHEDULES; do
+        go "lr_$k" "-K $k: 8 steps of a fresh $SHAPE" "$GPU" "${K_RUN[@]}" -K "$k" -o "$W/lr_$k"
+        check_lr_schedule "-K $k: the lr of every step is the closed form" "$W/lr_$k/main.log" "$k" 1e-3 2 0.1 0.5 8
+    done
+    if [[ " $SCHEDULES " == *" wsd "* ]]; then
+        mkdir -p "$W/lr_wsd_resumed"
+        cp "$W/lr_wsd/model_00000006.bin" "$W/lr_wsd/state_00000006.bin" "$W/lr_wsd_resumed/"
+        go lr_wsd_resume "-K wsd: resumed at step 6, inside the decay" "$GPU" "${K_RUN[@]}" -K wsd -o "$W/lr_wsd_resumed" -y 1
+        check "-K wsd: resume: the same steps 7 and 8" diff <(train_lines "$W/lr_wsd/main.log" | tail -n 2) \
+            <(train_lines "$W/lr_wsd_resumed/main.log")
+        for f in model_00000008.bin state_00000008.bin; do
+            check "-K wsd: resume: $f byte-identical" cmp -s "$W/lr_wsd/$f" "$W/lr_wsd_resumed/$f"
+        done
+    fi
+fi
 
 echo "test_cu_training: largest relative step-loss difference, $STEPS steps of ${GPU##*/} ($precision) against train_gpt2: $diffs"
 cli_summary test_cu_training

@@ -13,7 +13,7 @@
 #      (checkpoints, state files, data, flags, output folders); a missing state file
 #   c. a full disk (ulimit -f, SIGXFSZ ignored) while checkpointing: error, exit 1, no .tmp left,
 #      the previous pair intact and resumable; and while writing main.log
-#   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS)
+#   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS, which only the test build $HOOKS reads)
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
 #   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
 #      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x);
@@ -23,6 +23,7 @@
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train_gpt2}
+HOOKS=${HOOKS:-tests/bin/train_gpt2_hooks}  # the same trainer built with -DTEST_HOOKS (common/test_hooks.h)
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 MODEL=data/test/siamese/model.bin
 # one thread (tiny model), except the exact-resume runs: two, so that they also check that the
@@ -32,6 +33,7 @@ unset TRAIN_GPT2_NAN_STEPS
 source tests/cli_lib.sh  # the work folder $W and the helpers (ok, bad, run, expect_error, check, ...)
 
 [ -x "$TRAIN" ] || { echo "error: $TRAIN not built" >&2; exit 1; }
+[ -x "$HOOKS" ] || { echo "error: $HOOKS not built" >&2; exit 1; }
 [ -x "$MKSHARD" ] || { echo "error: $MKSHARD not built" >&2; exit 1; }
 mkdir -p "$W/data"
 "$MKSHARD" "$W/data/train_000.bin" 120 200 1
@@ -89,6 +91,25 @@ expect_success "kill: resume after SIGKILL" "$TRAIN" "${FLAGS[@]}" -s 0 -v 50 -x
 check "kill: final model identical" cmp -s "$W/unkilled/model_00000300.bin" "$W/killed/model_00000300.bin"
 check "kill: final state identical" cmp -s "$W/unkilled/state_00000300.bin" "$W/killed/state_00000300.bin"
 check "kill: no .tmp left" test -z "$(ls "$W/killed" | grep tmp)"
+
+# resumed inside the decay of -K wsd: steps 5..8 of -x 8 decay (-w 0.5); the pair of step 6 of a
+# straight run, alone in another folder, resumed to 8: the same last two steps and final files
+WSD=("${FLAGS[@]}" -s 0 -K wsd -w 0.5 -u 2 -x 8 -n 3)
+expect_success "wsd resume: a straight run" "$TRAIN" "${WSD[@]}" -o "$W/wsd_straight"
+mkdir -p "$W/wsd_resumed"
+cp "$W/wsd_straight/model_00000006.bin" "$W/wsd_straight/state_00000006.bin" "$W/wsd_resumed/"
+expect_success "wsd resume: resumed at step 6, inside the decay" "$TRAIN" "${WSD[@]}" -o "$W/wsd_resumed" -y 1
+check "wsd resume: the lr falls over steps 5..8" test "$(grep -c ' train_loss=.* lr=' "$W/wsd_straight/main.log")" -eq 8 -a \
+    "$(sed -n 's/^step=4 .* lr=\([^ ]*\) .*/\1/p' "$W/wsd_straight/main.log")" = 1.0000e-03 -a \
+    "$(sed -n 's/^step=6 .* lr=\([^ ]*\) .*/\1/p' "$W/wsd_straight/main.log")" != 1.0000e-03
+if diff <(train_lines "$W/wsd_straight/main.log" | tail -n 2) <(train_lines "$W/wsd_resumed/main.log") > "$W/diff_wsd"; then
+    ok "wsd resume: identical loss, norm and lr at steps 7 and 8"
+else
+    bad "wsd resume: train lines differ" "$W/diff_wsd"
+fi
+for f in model_00000008.bin state_00000008.bin; do
+    check "wsd resume: $f byte-identical" cmp -s "$W/wsd_straight/$f" "$W/wsd_resumed/$f"
+done
 
 echo "== b. bad input"
 T=(-i "$TRAIN_GLOB" -j "" -b 2 -t 8 -x 2 -s 0)
@@ -278,13 +299,16 @@ check "full disk on main.log: it ends with a whole line" test "$(tail -c 1 "$W/f
 
 
 echo "== d. non-finite guard"
-expect_success "nan: one non-finite step" env TRAIN_GPT2_NAN_STEPS=2 "$TRAIN" -e "$MODEL" "${T[@]}" -x 4 -o "$W/nan1"
+expect_error "nan: bad TRAIN_GPT2_NAN_STEPS" "TRAIN_GPT2_NAN_STEPS" env TRAIN_GPT2_NAN_STEPS=x "$HOOKS" -e "$MODEL" "${T[@]}"
+expect_success "nan: the trainer itself has no hooks" env TRAIN_GPT2_NAN_STEPS=2 "$TRAIN" -e "$MODEL" "${T[@]}" -x 4
+check "nan: ... its step 2 is not skipped" grep -q "^step 2/4 | loss" "$W/nan:_the_trainer_itself_has_no_hooks.out"
+expect_success "nan: one non-finite step" env TRAIN_GPT2_NAN_STEPS=2 "$HOOKS" -e "$MODEL" "${T[@]}" -x 4 -o "$W/nan1"
 check "nan: the step is reported as skipped" grep -q "step 2/4 .*non-finite: update skipped (1 in a row)" "$W/nan:_one_non-finite_step.out"
 check "nan: training went on to step 4" grep -q "^step 4/4 | loss" "$W/nan:_one_non-finite_step.out"
 check "nan: the log marks it" grep -q "^step=2 .*skipped=1" "$W/nan1/main.log"
 updates=$(od -A n -t d4 -j 12 -N 4 "$W/nan1/state_00000004.bin" | tr -d ' ')
 check "nan: 3 AdamW updates in 4 steps (state header)" test "$updates" = 3
-run nan_stop env TRAIN_GPT2_NAN_STEPS=3-20 "$TRAIN" -e "$MODEL" "${T[@]}" -x 10 -n 2 -o "$W/nan5"
+run nan_stop env TRAIN_GPT2_NAN_STEPS=3-20 "$HOOKS" -e "$MODEL" "${T[@]}" -x 10 -n 2 -o "$W/nan5"
 if [ "$rc" -eq 1 ] && [ "$(wc -l < "$W/nan_stop.err")" -eq 1 ] &&
    grep -q "^error: 5 non-finite steps in a row, stopping at step 7; last good checkpoint: $W/nan5/model_00000006.bin$" "$W/nan_stop.err"; then
     ok "nan: 5 in a row stop the run: $(cat "$W/nan_stop.err")"
@@ -435,4 +459,35 @@ check "data order: unseeded runs are identical" diff <(train_lines "$W/d1none/ma
 expect_success "seed: 3 steps" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -x 3 -o "$W/s7r"
 expect_success "seed: resumed to 6" "$TRAIN" -e d2c16h2 -N siamese -S 7 "${F[@]}" -o "$W/s7r" -y 1
 check "seed: the resumed run equals the straight one" cmp -s "$W/s7a/model_00000006.bin" "$W/s7r/model_00000006.bin"
+
+echo "== h. learning-rate schedules (-K)"
+# each schedule's lr at every step of a 12-step run against its closed form (tests/cli_lib.sh), and
+# drawn by dev/plot.py from the run's log (its --values: the points it plots, without matplotlib)
+K_FLAGS=(-l 1e-3 -u 3 -q 0.1 -w 0.4 -x 12)
+for k in cosine linear constant wsd; do
+    expect_success "-K $k: 12 steps" "$TRAIN" -e "$MODEL" "${T[@]}" -K "$k" "${K_FLAGS[@]}" -o "$W/lr_$k"
+    check_lr_schedule "-K $k: the lr of every step is the closed form" "$W/lr_$k/main.log" "$k" 1e-3 3 0.1 0.4 12
+done
+check "-K: the schedules differ (step 10: cosine, linear, constant, wsd)" test "$(for k in cosine linear constant wsd; do
+    sed -n 's/^step=10 .* lr=\([^ ]*\) .*/\1/p' "$W/lr_$k/main.log"; done | sort -u | wc -l)" -eq 4
+expect_error "-K: an unknown schedule" "unknown learning-rate schedule 'cosin'" "$TRAIN" -e "$MODEL" "${T[@]}" -K cosin
+expect_error "-w: above 1" "-w 1.5 is out of range" "$TRAIN" -e "$MODEL" "${T[@]}" -w 1.5
+if command -v python3 > /dev/null 2>&1; then
+    runs=(); for k in cosine linear constant wsd; do runs+=("$k=$W/lr_$k"); done
+    run plot_values python3 dev/plot.py "${runs[@]}" --values
+    check "plot.py --values: exit 0" test "$rc" -eq 0
+    for k in cosine linear constant wsd; do
+        check "plot.py: the lr panel of -K $k holds the log's 12 learning rates" diff \
+            <(awk -F '\t' -v k="$k" '$1 == k && $2 == "lr" { printf "%d %.4e\n", $3, $4 }' "$W/plot_values.out") \
+            <(sed -n 's/^step=\([0-9]*\) .* lr=\([^ ]*\) .*/\1 \2/p' "$W/lr_$k/main.log")
+    done
+    if python3 -c "import matplotlib" 2> /dev/null; then
+        run plot_png python3 dev/plot.py "${runs[@]}" -o "$W/lr.png"
+        check "plot.py: the four schedules in one PNG" test "$rc" -eq 0 -a -s "$W/lr.png"
+    else
+        echo "skip plot.py PNG of the schedules: matplotlib is not installed"
+    fi
+else
+    echo "skip plot.py on the schedules: python3 not found"
+fi
 cli_summary test_train_cli
