@@ -1184,6 +1184,11 @@ int main(int argc, char** argv) {
     }
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
+    // libgomp cannot start tens of thousands of threads (at 100000 it crashed in the first parallel
+    // region): an absurd OMP_NUM_THREADS ends here, before the output folder is touched
+    if (threads > 4096) {
+        fatal("OMP_NUM_THREADS asks for %d threads; at most 4096 (this machine has %d cores)", threads, omp_get_num_procs());
+    }
 #else
     int threads = 1;
 #endif

@@ -34,8 +34,10 @@ typedef struct {
     float learning_rate;        // -l  peak learning rate
     int warmup_steps;           // -u  linear warmup steps
     float final_lr_frac;        // -q  lr at the end of the decay, as a fraction of -l
+    int final_lr_frac_given;    //     -q was given (-K constant has no decay: a note says so)
     LrSchedule lr_schedule;     // -K  cosine | linear | constant | wsd (after the warmup)
     float wsd_decay_frac;       // -w  wsd: the final fraction of the -x steps that decays
+    int wsd_decay_frac_given;   //     -w was given (another -K than wsd ignores it: a note says so)
     float weight_decay;         // -c  AdamW weight decay (matrices and embeddings only)
     int max_steps;              // -x  optimizer steps
     int val_every;              // -v  validation every N steps, 0 = never
@@ -64,7 +66,7 @@ static inline TrainArgs args_defaults(void) {
     // the default dataset: synthetic additions, generated on first use (common/arithmetic.h)
     a.train_pattern = ARITH_DEFAULT_TRAIN;
     a.val_pattern = ARITH_DEFAULT_VAL;
-    a.init = "d3c64h4";  // 3 layers, C 64, 4 heads: 0.17M parameters (d12 is GPT-2 124M)
+    a.init = "d3c64h4";  // 3 layers, C 64, 4 heads: 0.24M parameters with the 257 byte tokens (d12 is GPT-2 124M)
     a.norm_mode = "siamese";
     a.norm_mode_given = 0;
     a.output_dir = "";
@@ -75,8 +77,10 @@ static inline TrainArgs args_defaults(void) {
     a.learning_rate = 3e-3f;
     a.warmup_steps = 50;
     a.final_lr_frac = 0.1f;
+    a.final_lr_frac_given = 0;
     a.lr_schedule = LR_COSINE;
     a.wsd_decay_frac = 0.2f;
+    a.wsd_decay_frac_given = 0;
     a.weight_decay = 0.0f;
     a.max_steps = 1500;
     a.val_every = 250;
@@ -125,7 +129,7 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -c <float>  weight decay [%g]\n", d->weight_decay);
     printf("  -x <int>    number of optimizer steps [%d]\n", d->max_steps);
     printf("  -v <int>    validate every N steps, 0 = never [%d]\n", d->val_every);
-    printf("  -m <int>    validation batches [%d]\n", d->val_batches);
+    printf("  -m <int>    validation batches, at most one pass over the data [%d]\n", d->val_batches);
     printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
     printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
     printf("  -k <int>    arithmetic data: held-out problems for the accuracy at each validation [%d]\n", d->arith_problems);
@@ -241,9 +245,9 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'd': a->total_batch = parse_long_flag(flag, v, -1, 1L << 40); break;
             case 'l': a->learning_rate = parse_float_flag(flag, v, 0.0, 10.0); break;
             case 'u': a->warmup_steps = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
-            case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
+            case 'q': a->final_lr_frac = parse_float_flag(flag, v, 0.0, 1.0); a->final_lr_frac_given = 1; break;
             case 'K': a->lr_schedule = lr_schedule_from_name(v); break;
-            case 'w': a->wsd_decay_frac = parse_float_flag(flag, v, 0.0, 1.0); break;
+            case 'w': a->wsd_decay_frac = parse_float_flag(flag, v, 0.0, 1.0); a->wsd_decay_frac_given = 1; break;
             case 'c': a->weight_decay = parse_float_flag(flag, v, 0.0, 10.0); break;
             case 'x': a->max_steps = (int)parse_long_flag(flag, v, 1, 99999999); break;  // 8-digit checkpoint names
             case 'v': a->val_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
@@ -259,6 +263,8 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             default: fatal("unknown flag %s (see -h)", flag);
         }
     }
+    if (a->train_pattern[0] == '\0') { fatal("-i is empty: it takes the training shards (a glob pattern, quoted)"); }
+    if (a->init[0] == '\0') { fatal("-e is empty: it takes a checkpoint file or a fresh model dN, dNcC or dNcChH"); }
     long bt = (long)a->B * a->T;
     if (bt > (1L << 24)) { fatal("micro-batch B*T = %ld tokens is too large (at most %ld)", bt, 1L << 24); }
     a->total_batch_given = a->total_batch != -1;

@@ -164,7 +164,7 @@ static inline void dataloader_init(DataLoader* d, const char* glob_pattern, int 
 
     glob_t g;
     int rc = glob(glob_pattern, 0, NULL, &g);  // glob sorts the names
-    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { fatal("no file matches %s", glob_pattern); }
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { fatal("no file matches '%s'", glob_pattern); }
     if (rc != 0) { fatal("cannot expand the pattern %s (glob error %d)", glob_pattern, rc); }
     d->num_shards = (int)g.gl_pathc;
     d->shard_paths = (char**)malloc_check(g.gl_pathc * sizeof(char*), "shard paths");
@@ -221,6 +221,13 @@ static inline void dataloader_start_at_seed(DataLoader* d, uint64_t seed) {
     int shard = (int)(h % (uint64_t)d->num_shards);
     uint64_t offsets = (uint64_t)(d->shard_tokens[shard] - dataloader_window(d));  // 0..tokens-window-1 fit
     dataloader_set_position(d, shard, (long)(random_mix64(h) % offsets));
+}
+
+// windows in one pass over all shards (each holds those that fit whole, with their extra target)
+static inline long dataloader_windows(const DataLoader* d) {
+    long windows = 0;
+    for (int i = 0; i < d->num_shards; i++) { windows += (d->shard_tokens[i] - 1) / dataloader_window(d); }
+    return windows;
 }
 
 static inline void dataloader_reset(DataLoader* d) {

@@ -151,11 +151,25 @@ static inline float grad_clip_scale(float norm, float clip) {
     return coef < 1.0f ? coef : 1.0f;
 }
 
-// start-up notes on the schedule: a warmup longer than the run
-static inline void lr_schedule_notes(const TrainArgs* a) {
+// start-up notes on flags that do not do what they may seem to: a warmup longer than the run,
+// -w with a schedule other than wsd, -q with constant, -n or -nk without an output folder
+static inline void start_up_notes(const TrainArgs* a) {
     if (a->warmup_steps > a->max_steps) {
         printf("note: warmup -u %d is longer than the run -x %d: the learning rate ends at %g, not at -l %g\n",
                a->warmup_steps, a->max_steps, learning_rate_at(a, a->max_steps - 1), a->learning_rate);
+    }
+    if (a->wsd_decay_frac_given && a->lr_schedule != LR_WSD) {
+        printf("note: -w %g is ignored: it sets the decay of -K wsd, and the schedule is -K %s\n", a->wsd_decay_frac,
+               LR_SCHEDULE_NAMES[a->lr_schedule]);
+    }
+    if (a->final_lr_frac_given && a->lr_schedule == LR_CONSTANT) {
+        printf("note: -q %g is ignored: -K constant does not decay\n", a->final_lr_frac);
+    }
+    if (a->output_dir[0] == '\0' && a->checkpoint_every > 0) {
+        printf("note: -n %d is ignored: without an output folder -o no checkpoint is written\n", a->checkpoint_every);
+    }
+    if (a->output_dir[0] == '\0' && a->keep_checkpoints > 0) {
+        printf("note: -nk %d is ignored: without an output folder -o no checkpoint is written\n", a->keep_checkpoints);
     }
 }
 
@@ -181,7 +195,7 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
     r->adamw.weight_decay = r->args.weight_decay;
-    lr_schedule_notes(&r->args);
+    start_up_notes(&r->args);
     r->have_output = r->args.output_dir[0] != '\0';
     // the output folder, read only (train_run_loop creates and locks it, so a run that fails to
     // start leaves nothing there): resume from it, or refuse to overwrite an earlier run in it; the
@@ -232,7 +246,16 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
     dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, cfg->vocab_size, d->rank, d->size);
     run_data_order(&r->train_loader, a);  // -S: the batches start at a seeded position
     r->have_val = a->val_pattern[0] != '\0' && a->val_every > 0;
-    if (r->have_val) { dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1); }
+    if (r->have_val) {
+        dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, cfg->vocab_size, 0, 1);
+        // one pass at most: more batches than the data holds would average repeats
+        long windows = dataloader_windows(&r->val_loader);
+        if (a->val_batches > windows) {
+            printf("note: -m %d is more than the validation data holds: %ld batches of B*T = %ld tokens, each once\n",
+                   a->val_batches, windows, dataloader_window(&r->val_loader));
+            a->val_batches = (int)windows;
+        }
+    }
     if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }
     r->grad_accum = (int)(a->total_batch / per_micro);
     printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",

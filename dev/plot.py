@@ -13,7 +13,7 @@ schedule of -K), and, when any run logged it (arithmetic data), the held-out exa
 lines; when a resumed run logged a step twice, the last line wins. Losses are cross-entropies in
 nats per token; the accuracy is shown in percent. A log with nothing to plot (empty, not a main.log,
 or no step at or after --from_step) is an error: one line, exit status 1, and no PNG written.
-Needs matplotlib (the log checks come before it is imported), except with --values, which prints
+Needs matplotlib (the log checks come before it is imported; without it, one error line), except with --values, which prints
 the points each panel would draw, one "label<TAB>key<TAB>step<TAB>value" line each, and writes no
 PNG. Tests: python dev/test_plot.py, and tests/test_train_cli.sh on the logs of real runs.
 """
@@ -132,7 +132,10 @@ def main():
                     print(f"{label}\t{key}\t{step}\t{value:.9g}")
         return
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("error: the PNG needs matplotlib (pip install matplotlib); --values prints the points without it")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

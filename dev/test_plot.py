@@ -75,6 +75,22 @@ with tempfile.TemporaryDirectory() as tmp:
     check("--values: val loss and the accuracy in percent",
           ["wsd", "val_loss", "4", "3.5"] in rows and ["wsd", "arith_acc", "4", "43.75"] in rows, r.stdout)
 
+# without matplotlib (a matplotlib package that fails to import, first on the path): one error line
+with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(os.path.join(tmp, "matplotlib"))
+    with open(os.path.join(tmp, "matplotlib", "__init__.py"), "w") as f:
+        f.write("raise ImportError('no matplotlib here')\n")
+    log = os.path.join(tmp, "main.log")
+    with open(log, "w") as f:
+        f.write("step=1 train_loss=5.0 norm=1.0 lr=1e-3 ms=1.0 tok_per_s=100\n")
+    png = os.path.join(tmp, "out.png")
+    r = subprocess.run([sys.executable, PLOT, log, "-o", png], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=tmp))
+    lines = r.stderr.strip().splitlines()
+    check("no matplotlib: exit 1, one 'error: ...needs matplotlib...' line, no PNG",
+          r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: ") and "needs matplotlib" in lines[0]
+          and not os.path.exists(png), f"exit {r.returncode}, stderr: {r.stderr}")
+
 if importlib.util.find_spec("matplotlib") is None:
     print("skip a good log gives a PNG: matplotlib is not installed (pip install matplotlib)")
 else:

@@ -21,6 +21,9 @@ expect_error "flag: unknown flag" "unknown flag -Z" "$TRAIN" -e "$MODEL" "${T[@]
 expect_error "flag: unknown long flag" "unknown flag -bb" "$TRAIN" -e "$MODEL" "${T[@]}" -bb 1
 expect_error "flag: stray argument" "unexpected argument 'extra'" "$TRAIN" -e "$MODEL" "${T[@]}" extra 1
 expect_error "flag: missing value" "flag -x needs a value" "$TRAIN" -e "$MODEL" "${T[@]}" -x
+expect_error "flag: -i empty" "-i is empty" "$TRAIN" -e "$MODEL" "${T[@]}" -i ""
+expect_error "flag: -e empty" "-e is empty" "$TRAIN" "${T[@]}" -e ""
+expect_error "flag: -i with a trailing space, quoted" "no file matches '${T[1]} '" "$TRAIN" -e "$MODEL" "${T[@]}" -i "${T[1]} "
 expect_error "flag: unknown norm mode" "unknown norm mode 'sandwich'" "$TRAIN" -e d1 -N sandwich "${T[@]}"
 expect_error "flag: model depth d0" "out of range" "$TRAIN" -e d0 "${T[@]}"
 expect_error "flag: model depth d999" "out of range" "$TRAIN" -e d999 "${T[@]}"

@@ -16,7 +16,8 @@
 #   d. the non-finite guard (TRAIN_GPT2_NAN_STEPS, which only the test build $HOOKS reads)
 #   e. -nk keeps exactly the newest N pairs; the newest of more than 4096 pairs is found
 #   f. one run per output folder (a lock naming the holder's pid, gone with a SIGKILL); -o creates
-#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x);
+#      its parents; the start-up notes (-N with a checkpoint, -u > -x, a resume with another -x,
+#      -w without -K wsd, -q with -K constant, -n and -nk without -o); -m above the val data: one pass
 #      -y 1 on a folder with a log but no checkpoint; NaN/Inf weights and moments; .tmp debris
 # KEEP=1 keeps the work folder (in /dev/shm, else /tmp) for a look.
 # and closes with "N passed, N failed" (exit status 1 when anything failed).
@@ -220,12 +221,23 @@ expect_error "data: no shard matches" "no file matches" "$TRAIN" -e "$MODEL" "${
 expect_error "data: shard smaller than a batch" "only 10 tokens" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/data/small.bin"
 cp "$W/data/val_000.bin" "$W/data/cut.bin"; truncate -s 1100 "$W/data/cut.bin"
 expect_error "data: truncated val shard" "truncated shard" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/cut.bin" -v 1
+# -m above the batches the validation data holds (val_000.bin: 100 tokens, 6 windows of 2*8 + 1):
+# one pass over them, as -m 6 (the loader went round again, and the loss averaged repeats)
+expect_success "val: -m 6, the 6 batches of val_000.bin" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 6
+expect_success "val: -m 50" "$TRAIN" -e "$MODEL" "${T[@]}" -j "$W/data/val_000.bin" -v 2 -m 50
+check "val: -m 50 gives the val losses of -m 6 (steps 0 and 2)" diff <(grep "^val loss" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out") \
+    <(grep "^val loss" "$W/val:_-m_50.out")
+check "val: -m 50: ... and says so" grep -qx "note: -m 50 is more than the validation data holds: 6 batches of B\*T = 16 tokens, each once" \
+    "$W/val:_-m_50.out"
+check "val: -m 6: ... says nothing" test -z "$(grep -e "-m 6" "$W/val:_-m_6,_the_6_batches_of_val_000.bin.out")"
 
 mkdir -p "$W/tokdata"; cp "$W/data/train_000.bin" "$W/tokdata/"; printf 'not a tokenizer' > "$W/tokdata/tokenizer.bin"
 expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin: truncated tokenizer file" "$TRAIN" -e "$MODEL" "${T[@]}" -i "$W/tokdata/train_000.bin"
 
 # flags (tests/cli_flags.sh: the same checks run against train_gpt2cu in tests/test_train_cu_cli.sh)
 source tests/cli_flags.sh
+# an absurd thread count: libgomp failed to start the threads (50000) or crashed (100000)
+expect_error "OMP_NUM_THREADS=100000" "OMP_NUM_THREADS asks for 100000 threads" env OMP_NUM_THREADS=100000 "$TRAIN" -e "$MODEL" "${T[@]}"
 # output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable
 # folders here are ones that no permission lets anyone write: below a regular file, and /proc.
 : > "$W/plainfile"
@@ -370,6 +382,21 @@ expect_success "note: -u larger than -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 
 check "note: ... says the lr never reaches -l" grep -qx "note: warmup -u 8 is longer than the run -x 2: the learning rate ends at 0.00025, not at -l 0.001" "$W/note:_-u_larger_than_-x.out"
 expect_success "note: -u equal to -x" "$TRAIN" "${T[@]}" -e "$MODEL" -u 2 -x 2
 check "note: ... says nothing" test -z "$(grep warmup "$W/note:_-u_equal_to_-x.out")"
+# flags that another flag makes useless: -w without -K wsd, -q with -K constant, -n and -nk without -o
+for spec in "-w 0.5:note: -w 0.5 is ignored: it sets the decay of -K wsd, and the schedule is -K cosine" \
+            "-K linear -w 0.3:note: -w 0.3 is ignored: it sets the decay of -K wsd, and the schedule is -K linear" \
+            "-K constant -q 0.5:note: -q 0.5 is ignored: -K constant does not decay" \
+            "-n 1:note: -n 1 is ignored: without an output folder -o no checkpoint is written" \
+            "-nk 2:note: -nk 2 is ignored: without an output folder -o no checkpoint is written"; do
+    name="note: ${spec%%:*}"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" ${spec%%:*}
+    check "$name: ... says it is ignored" grep -qxF "${spec#*:}" "$W/${name//[\/ ]/_}.out"
+done
+for spec in "-K wsd -w 0.3" "-K cosine -q 0.5" "-n 1 -nk 2 -o $W/notes_n"; do
+    name="note: $spec"
+    expect_success "$name" "$TRAIN" "${T[@]}" -e "$MODEL" $spec
+    check "$name: ... says nothing is ignored" test -z "$(grep ignored "$W/${name//[\/ ]/_}.out")"
+done
 # good_run was planned with -x 2 (warmup 100): resumed to -x 4 the schedule changes
 cp -r "$W/good_run" "$W/longer"
 expect_success "note: resume with a larger -x" "$TRAIN" "${T[@]}" -e "$MODEL" -l 1e-3 -x 4 -u 1 -o "$W/longer" -y 1
