@@ -9,7 +9,7 @@
 
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
-CFLAGS += -std=gnu11 -Wall -Wextra
+CFLAGS += -std=gnu11 -Wall -Wextra -fno-math-errno  # no errno from sqrtf: AdamW's loop then vectorizes
 LDLIBS = -lm
 
 # OpenMP when the compiler supports it
@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-hf test-kernels test-dist test-cu-training test-recompute test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-eval test-hf test-kernels test-dist test-cu-training test-recompute test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -201,6 +201,12 @@ test-arith: tests/bin/test_arithmetic train_gpt2 dev/data/arithmetic
 	printf '#include "common/arithmetic.h"\n#include "common/args.h"\nint main() { return 0; }\n' \
 		| $(CXX) -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -I. -
 
+# the multiple-choice eval (-H, common/eval.h): the file format, scoring and refusals, then both
+# trainers on the arithmetic data's eval file (the CUDA trainer through the CPU execution layer)
+test-eval: tests/bin/test_eval train_gpt2 $(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_fp32_cpu)
+	./tests/bin/test_eval
+	bash tests/test_eval.sh
+
 # a fourth norm mode must not build until every place that depends on the mode handles it
 test-modes:
 	bash tests/test_mode_dispatch.sh
@@ -269,8 +275,8 @@ test-recompute: train_gpt2 $(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_cpu tests
 		bash tests/test_recompute.sh
 
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
-	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-dev-cuda test-kernels test-cu-training test-lt-fault \
-	test-recompute
+	test-plot test-fuzz-replay test-dist check-cuda test-cudacpu test-eval test-dev-cuda test-kernels test-cu-training \
+	test-lt-fault test-recompute
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

@@ -340,9 +340,11 @@ static void recompute_model(GPT2* m, const GPT2Config* cfg, int recompute, int B
     gpt2_allocate(m, B, T);
 }
 
-// shape: 3 layers (sublayers whose slots are shared), C 48 in 3 heads, T 17, B 2
+// shape: 3 layers (sublayers whose slots are shared), C 45 in 3 heads, T 17, B 2: rows and tensors of
+// odd lengths, so a tensor kept per layer and its one shared slot start at different alignments (a
+// loop whose vector and scalar parts rounded differently would show)
 static int test_recompute(void) {
-    const int L = 3, C = 48, NH = 3, V = 100, T = 17, B = 2;
+    const int L = 3, C = 45, NH = 3, V = 100, T = 17, B = 2;
     int failures = 0;
     printf("[recompute] -r 1 and -r 2 against -r 0: loss, gradients and rebuilt tensors bit for bit:\n");
     int inputs[B * T], targets[B * T];
@@ -386,15 +388,18 @@ static int test_recompute(void) {
 
 // The tiled matmul (common/matmul_tiled.h, what the model calls) on shapes that hit every edge of
 // its tiling (rows and columns that are not multiples of the tile, k not a multiple of the vector
-// width, several k blocks), and the plain loops of train_gpt2.c, both against a sum in double. The
+// width, several k blocks, several blocks of rows: 300 and 1000 rows, of columns: 1000), with and
+// without a bias (the forward's tiles then start from 0), rows of B read in place and (C 512: rows
+// 2 KiB apart) packed, and the plain loops of train_gpt2.c, both against a sum in double. The
 // dumps' tiny model alone would not reach all of these.
 static int test_matmul_kernels(void) {
-    const int shapes[][3] = {{1, 16, 16}, {13, 40, 70}, {7, 32, 300}, {100, 96, 200}, {37, 333, 129}, {256, 64, 1000}};
+    const int shapes[][4] = {{1, 16, 16, 1},    {13, 40, 70, 1},  {7, 32, 300, 0}, {100, 96, 200, 1}, {37, 333, 129, 1},
+                             {256, 64, 1000, 1}, {300, 40, 70, 0}, {20, 512, 50, 1}};  // BT, C, OC, bias
     int failures = 0;
     uint64_t rng = 42;
     printf("[matmul] the tiled matmul and the plain loops vs a sum in double:\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        int BT = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        int BT = shapes[s][0], C = shapes[s][1], OC = shapes[s][2], has_bias = shapes[s][3];
         size_t n_in = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
         float* buf = (float*)malloc_check((4 * n_in + 4 * n_w + 4 * n_out + 4 * (size_t)OC) * sizeof(float), "matmul test");
         float *inp = buf, *w = inp + n_in, *dout = w + n_w, *out = dout + n_out, *bias = out + n_out;
@@ -406,15 +411,17 @@ static int test_matmul_kernels(void) {
         random_normal(w, n_w, 1.0f, &rng);
         random_normal(dout, n_out, 1.0f, &rng);
         random_normal(bias, OC, 1.0f, &rng);
+        if (!has_bias) { memset(bias, 0, OC * sizeof(float)); }  // the reference below adds 0
         random_normal(dinp, n_in, 1.0f, &rng);  // backward accumulates: start from non-zero gradients
         random_normal(dw, n_w, 1.0f, &rng);
         for (int o = 0; o < OC; o++) { db[o] = 0.5f; }
         memcpy(plain_dinp, dinp, n_in * sizeof(float));
         memcpy(plain_dw, dw, n_w * sizeof(float));
         memcpy(plain_db, db, OC * sizeof(float));
-        matmul_forward_plain(plain_out, inp, w, bias, BT, C, OC);
+        matmul_forward_plain(plain_out, inp, w, has_bias ? bias : NULL, BT, C, OC);
         matmul_backward_plain(plain_dinp, plain_dw, plain_db, dout, inp, w, BT, C, OC);
-        matmul_forward(out, inp, w, bias, BT, C, OC);
+        for (size_t i = 0; i < n_out; i++) { out[i] = NAN; }  // the forward overwrites every element
+        matmul_forward(out, inp, w, has_bias ? bias : NULL, BT, C, OC);
         // the exact results, summed in double (the gradients on top of their starting values)
         for (int m = 0; m < BT; m++) {
             for (int o = 0; o < OC; o++) {
@@ -453,11 +460,150 @@ static int test_matmul_kernels(void) {
                                   fmaxf(scaled_max_error(plain_dw, ref_dw, 1, n_w, n_w),
                                         scaled_max_error(plain_db, ref_db, 1, OC, OC)));
         int ok = worst <= TOL_GRADS && worst_plain <= TOL_GRADS;  // false for NaN
-        printf("  BT %3d C %3d OC %4d: out %.1e dinp %.1e dweight %.1e dbias %.1e | plain loops %.1e  %s\n", BT, C, OC,
-               err_out, err_dinp, err_dw, err_db, worst_plain, ok ? "ok" : "FAIL");
+        printf("  BT %3d C %3d OC %4d%s: out %.1e dinp %.1e dweight %.1e dbias %.1e | plain loops %.1e  %s\n", BT, C,
+               OC, has_bias ? "" : " (no bias)", err_out, err_dinp, err_dw, err_db, worst_plain, ok ? "ok" : "FAIL");
         failures += !ok;
         free(buf);
     }
+    return failures;
+}
+
+// attention_forward and attention_backward (through the tiled matmul, what the model calls) and
+// their plain loops against the same sums in double, on shapes with several query blocks of
+// ATT_ROWS (T 70, 130), a part block, head sizes 12, 16, 64 and one head; dqkv starts non-zero
+// (the backward accumulates). Errors as for the matmul: max|ours - exact| / max|exact| per tensor.
+static int test_attention(void) {
+    const int shapes[][4] = {{2, 70, 48, 3}, {1, 130, 64, 1}, {3, 5, 24, 2}};  // B, T, C, NH
+    int failures = 0;
+    uint64_t rng = 7;
+    printf("[attention] the tiled attention and the plain loops vs sums in double:\n");
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3], HS = C / NH;
+        size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_att = (size_t)B * NH * T * T;
+        float* buf = (float*)malloc_check((4 * n_qkv + 3 * n_out + 3 * n_att) * sizeof(float), "attention test");
+        float *qkv = buf, *dqkv = qkv + n_qkv, *plain_dqkv = dqkv + n_qkv, *ref_dqkv = plain_dqkv + n_qkv;
+        float *dout = ref_dqkv + n_qkv, *out = dout + n_out, *plain_out = out + n_out;
+        float *att = plain_out + n_out, *plain_att = att + n_att, *datt = plain_att + n_att;
+        double* ref = (double*)malloc_check((n_out + 2 * (size_t)T * T) * sizeof(double), "attention reference");
+        double *ref_out = ref, *p = ref_out + n_out, *dp = p + (size_t)T * T;
+        random_normal(qkv, n_qkv, 1.0f, &rng);
+        random_normal(dout, n_out, 1.0f, &rng);
+        random_normal(dqkv, n_qkv, 1.0f, &rng);
+        memcpy(plain_dqkv, dqkv, n_qkv * sizeof(float));
+        for (size_t i = 0; i < n_qkv; i++) { ref_dqkv[i] = dqkv[i]; }
+        attention_forward(out, att, qkv, B, T, C, NH);
+        attention_forward_plain(plain_out, plain_att, qkv, B, T, C, NH);
+        attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH);
+        attention_backward_plain(plain_dqkv, datt, dout, qkv, plain_att, B, T, C, NH);
+        // the exact sums, per (b, head): p = softmax of the scores, out = p v, and the backward
+        double scale = 1.0 / sqrt((double)HS);
+        float* exact_dqkv = (float*)malloc_check(n_qkv * sizeof(float), "attention reference");
+        memcpy(exact_dqkv, ref_dqkv, n_qkv * sizeof(float));
+        double* acc = (double*)calloc_check(n_qkv, sizeof(double), "attention reference");
+        for (size_t i = 0; i < n_qkv; i++) { acc[i] = exact_dqkv[i]; }
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                const float* row = qkv + (size_t)b * T * 3 * C + h * HS;  // q_t at row + t 3C, k + C, v + 2C
+                double* arow = acc + (size_t)b * T * 3 * C + h * HS;
+                for (int t = 0; t < T; t++) {
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int u = 0; u <= t; u++) {
+                        double dot = 0.0;
+                        for (int i = 0; i < HS; i++) { dot += (double)row[t * 3 * C + i] * row[u * 3 * C + C + i]; }
+                        p[t * T + u] = dot * scale;
+                        mx = fmax(mx, p[t * T + u]);
+                    }
+                    for (int u = 0; u <= t; u++) { p[t * T + u] = exp(p[t * T + u] - mx); sum += p[t * T + u]; }
+                    for (int u = 0; u <= t; u++) { p[t * T + u] /= sum; }
+                    const float* g = dout + ((size_t)b * T + t) * C + h * HS;
+                    double dsum = 0.0;
+                    for (int i = 0; i < HS; i++) {
+                        double o = 0.0;
+                        for (int u = 0; u <= t; u++) { o += p[t * T + u] * row[u * 3 * C + 2 * C + i]; }
+                        ref_out[((size_t)b * T + t) * C + h * HS + i] = o;
+                    }
+                    for (int u = 0; u <= t; u++) {
+                        double d = 0.0;
+                        for (int i = 0; i < HS; i++) { d += (double)g[i] * row[u * 3 * C + 2 * C + i]; }
+                        dp[t * T + u] = d;
+                        dsum += p[t * T + u] * d;
+                    }
+                    for (int u = 0; u <= t; u++) {
+                        double dpre = p[t * T + u] * (dp[t * T + u] - dsum) * scale;
+                        for (int i = 0; i < HS; i++) {
+                            arow[t * 3 * C + i] += dpre * row[u * 3 * C + C + i];              // dq
+                            arow[u * 3 * C + C + i] += dpre * row[t * 3 * C + i];              // dk
+                            arow[u * 3 * C + 2 * C + i] += p[t * T + u] * g[i];                // dv
+                        }
+                    }
+                }
+            }
+        }
+        for (size_t i = 0; i < n_qkv; i++) { exact_dqkv[i] = (float)acc[i]; }
+        float* exact_out = (float*)malloc_check(n_out * sizeof(float), "attention reference");
+        for (size_t i = 0; i < n_out; i++) { exact_out[i] = (float)ref_out[i]; }
+        float err_out = scaled_max_error(out, exact_out, 1, n_out, n_out);
+        float err_dqkv = scaled_max_error(dqkv, exact_dqkv, 1, n_qkv, n_qkv);
+        float err_plain = fmaxf(scaled_max_error(plain_out, exact_out, 1, n_out, n_out),
+                                scaled_max_error(plain_dqkv, exact_dqkv, 1, n_qkv, n_qkv));
+        int ok = err_out <= TOL_ACTS && err_dqkv <= TOL_GRADS && err_plain <= TOL_GRADS;  // false for NaN
+        printf("  B %d T %3d C %2d NH %d: out %.1e dqkv %.1e | plain loops %.1e  %s\n", B, T, C, NH, err_out, err_dqkv,
+               err_plain, ok ? "ok" : "FAIL");
+        failures += !ok;
+        free(exact_out);
+        free(acc);
+        free(exact_dqkv);
+        free(ref);
+        free(buf);
+    }
+    return failures;
+}
+
+// vec_exp (common/vec_math.h), which GELU and the softmaxes call, against exp in double: every
+// 1/64 from -90 to 90 and 100001 points in [-1, 1] (relative error at most 1.5e-7, about one float
+// ulp: the largest seen is 7.5e-8; 0 below -87.34, +inf above 88.38), and -inf, +inf, NaN; then
+// GELU forward and backward against the tanh formula in double (largest errors seen 5e-8, 1.6e-7).
+static int test_vec_exp(void) {
+    int failures = 0;
+    double worst = 0.0, worst_x = 0.0;
+    for (int i = -90 * 64; i <= 90 * 64 + 100001; i++) {
+        float x = i <= 90 * 64 ? i / 64.0f : -1.0f + 2.0f * (i - 90 * 64 - 1) / 100000.0f;
+        float e = vec_exp(x);
+        double ref = exp((double)x);
+        if (x < -87.3365479f || x > 88.3762626f) {
+            int ok = x < 0 ? e == 0.0f : isinf(e) && e > 0;
+            if (!ok) { printf("  vec_exp(%g) = %g: expected %s  FAIL\n", x, e, x < 0 ? "0" : "+inf"); failures++; }
+            continue;
+        }
+        double err = fabs(e - ref) / ref;
+        if (!(err <= worst)) { worst = err; worst_x = x; }  // NaN is the worst
+    }
+    int ok = worst <= 1.5e-7;
+    printf("[vec_exp] relative error vs exp in double: worst %.2e at x = %g  %s\n", worst, worst_x, ok ? "ok" : "FAIL");
+    failures += !ok;
+    int special = vec_exp(-INFINITY) == 0.0f && isinf(vec_exp(INFINITY)) && isnan(vec_exp(NAN));
+    printf("  vec_exp(-inf) = 0, vec_exp(+inf) = +inf, vec_exp(NaN) = NaN  %s\n", special ? "ok" : "FAIL");
+    failures += !special;
+    // GELU against 0.5 x (1 + tanh(u)) and its derivative in double, x from -10 to 10 (scaled errors)
+    enum { N = 20001 };
+    float* x = (float*)malloc_check(4 * N * sizeof(float), "gelu test");
+    float *y = x + N, *dout = y + N, *dx = dout + N;
+    for (int i = 0; i < N; i++) { x[i] = -10.0f + 20.0f * i / (N - 1); dout[i] = 1.0f; }
+    gelu_forward(y, x, N);
+    gelu_backward(dx, x, dout, N);
+    double err_y = 0.0, err_dx = 0.0;
+    for (int i = 0; i < N; i++) {
+        double xd = x[i], u = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd), th = tanh(u);
+        double ref_y = 0.5 * xd * (1.0 + th);
+        double ref_dx = 0.5 * (1.0 + th) + 0.5 * xd * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * xd * xd);
+        err_y = fmax(err_y, fabs(y[i] - ref_y) / 10.0);  // max |GELU| on [-10, 10] is 10
+        err_dx = fmax(err_dx, fabs(dx[i] - ref_dx) / 1.13);  // max GELU' is about 1.13
+    }
+    free(x);
+    int gelu_ok = err_y <= 5e-7 && err_dx <= 5e-7;
+    printf("  GELU vs the tanh formula in double: forward %.1e, backward %.1e (of the largest value)  %s\n", err_y,
+           err_dx, gelu_ok ? "ok" : "FAIL");
+    failures += !gelu_ok;
     return failures;
 }
 
@@ -489,7 +635,7 @@ int main(int argc, char** argv) {
     if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
         fatal("usage: %s [dump folder]  |  %s --write DIR SHAPE [TOKENS]", argv[0], argv[0]);
     }
-    int failures = test_matmul_kernels();
+    int failures = test_matmul_kernels() + test_attention() + test_vec_exp();
     failures += test_recompute();
     for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {
         NormMode mode;

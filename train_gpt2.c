@@ -51,7 +51,8 @@ PyTorch.
 #include "common/params.h"
 #include "common/args.h"
 #include "common/rng.h"
-#include "common/matmul_tiled.h"  // matmul_accumulate, the fast matmul (Part 1, "matmul")
+#include "common/matmul_tiled.h"  // matmul_tiled, the fast matmul (Part 1, "matmul")
+#include "common/vec_math.h"      // vec_exp, an exp the compiler vectorizes (GELU, the softmaxes)
 
 // ============================================================================
 // Part 1: the layers
@@ -99,8 +100,9 @@ static void encoder_backward(float* dwte, float* dwpe, const float* dout, const 
 
 typedef enum { STATS_COMPUTE, STATS_SAVED } StatsUse;  // compute and store mean, rstd; or read the stored ones
 
-static void layernorm_row(float* out, float* mean_io, float* rstd_io, const float* x, const float* w,
-                          const float* b, int C, StatsUse stats) {
+// (restrict: a row's output is never one of its inputs, so the compiler vectorizes the last loop)
+static void layernorm_row(float* restrict out, float* mean_io, float* rstd_io, const float* restrict x,
+                          const float* restrict w, const float* restrict b, int C, StatsUse stats) {
     if (stats == STATS_COMPUTE) {
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
@@ -117,8 +119,9 @@ static void layernorm_row(float* out, float* mean_io, float* rstd_io, const floa
 }
 
 // dinp += dL/dx of one row; dw, db accumulate the parameter gradients
-static void layernorm_backward_row(float* dinp, float* dw, float* db, const float* dout, const float* x,
-                                   const float* w, float mean, float rstd, int C) {
+static void layernorm_backward_row(float* restrict dinp, float* restrict dw, float* restrict db,
+                                   const float* restrict dout, const float* restrict x, const float* restrict w,
+                                   float mean, float rstd, int C) {
     // dL/dxhat = w * dout; dL/dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
     float dmean = 0.0f, dmean_xhat = 0.0f;
     #pragma omp simd reduction(+ : dmean, dmean_xhat)
@@ -148,9 +151,9 @@ static void chunk_rows(int chunk, int N, int* r0, int* r1) {
     *r1 = (int)((long)N * (chunk + 1) / LN_CHUNKS);
 }
 
-// dst[d][i] += sum over chunks of partials[chunk][d][i], for d < n_dst and i < C
+// dst[d][i] += sum over chunks of partials[chunk][d][i], for d < n_dst and i < C. One thread: at most
+// 6 x 16 x C additions, less work than waking a second thread for them.
 static void add_partials(float* const* dst, int n_dst, const float* partials, int C) {
-    #pragma omp parallel for collapse(2)
     for (int d = 0; d < n_dst; d++) {
         for (int i = 0; i < C; i++) {
             float sum = 0.0f;
@@ -294,19 +297,26 @@ static void residual_forward(float* out, const float* x, const float* z, size_t 
 //     dbias (OC)       += the column sums of dout
 // The plain loops below are exactly that. The matmuls are ~90% of the work, so the model calls
 // matmul_forward and matmul_backward (after the loops), which hand the two products to
-// matmul_accumulate, C += A . B with A and B read through strides, register-tiled and
-// cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
+// matmul_tiled, C = bias + A . B or C += A . B with A and B read through strides, register-tiled
+// and cache-blocked in common/matmul_tiled.h. It adds each element's terms in the same order as the
 // loops; only its fused multiply-adds round differently, so the two agree to rounding (test_gpt2
 // holds both to a sum in double). The plain loops are not called in training (`inline` keeps
 // the compiler from warning about that).
 
-// dbias += the column sums of dout (both versions below use it)
+// dbias += the column sums of dout (both versions below use it). Each column is summed down the
+// rows in order; a thread takes 64 columns at a time and walks along the rows, so the inner loop
+// reads dout contiguously (and in vectors) rather than one number per row.
 static void bias_backward(float* dbias, const float* dout, int BT, int OC) {
+    enum { COLS = 64 };
     #pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float db = 0.0f;
-        for (int bt = 0; bt < BT; bt++) { db += dout[(size_t)bt * OC + o]; }
-        dbias[o] += db;
+    for (int o0 = 0; o0 < OC; o0 += COLS) {
+        int n = OC - o0 < COLS ? OC - o0 : COLS;
+        float db[COLS] = {0};
+        for (int bt = 0; bt < BT; bt++) {
+            const float* row = dout + (size_t)bt * OC + o0;
+            for (int i = 0; i < n; i++) { db[i] += row[i]; }
+        }
+        for (int i = 0; i < n; i++) { dbias[o0 + i] += db[i]; }
     }
 }
 
@@ -344,18 +354,13 @@ static inline void matmul_backward_plain(float* dinp, float* dweight, float* dbi
 // what the model calls: the same products through the tiled kernel
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
                            int OC) {
-    #pragma omp parallel for
-    for (int bt = 0; bt < BT; bt++) {
-        float* o = out + (size_t)bt * OC;
-        if (bias) { memcpy(o, bias, OC * sizeof(float)); } else { memset(o, 0, OC * sizeof(float)); }
-    }
-    matmul_accumulate(out, inp, C, 1, weight, 1, C, BT, OC, C);  // out += inp . weight^T: B[k][n] = weight[n][k]
+    matmul_tiled(out, bias, 0, inp, C, 1, weight, 1, C, BT, OC, C);  // out = bias + inp . weight^T: B[k][n] = weight[n][k]
 }
 
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                             const float* weight, int BT, int C, int OC) {
-    matmul_accumulate(dinp, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
-    matmul_accumulate(dweight, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
+    matmul_tiled(dinp, NULL, 1, dout, OC, 1, weight, C, 1, BT, C, OC);     // dinp += dout . weight
+    matmul_tiled(dweight, NULL, 1, dout, 1, OC, inp, C, 1, OC, C, BT);     // dweight += dout^T . inp
     if (dbias) { bias_backward(dbias, dout, BT, OC); }
 }
 
@@ -363,8 +368,39 @@ static void matmul_backward(float* dinp, float* dweight, float* dbias, const flo
 // causal self-attention. qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels.
 // For each (b, head, t): att[t2] = softmax over t2 <= t of q_t . k_t2 / sqrt(HS);  out_t = sum att[t2] v_t2.
 // att (B, NH, T, T) keeps the softmax probabilities (zero above the diagonal) for the backward pass.
+// The plain loops below are exactly that, one query at a time. Per (b, head) the three sums are
+// matrix products (scores = Q K^T, out = P V, and in the backward four more), so the model calls
+// attention_forward and attention_backward (after the loops), which compute them with the tiled
+// matmul of common/matmul_tiled.h, one thread per (b, head); the plain loops are not called in
+// training (test_gpt2 holds both to a sum in double).
 
-static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+// The softmax of row t in place: a[t2] = softmax over t2 <= t of scale a[t2] (the scores), 0 for
+// t < t2 < T. And its backward for row t: d[t2] = a[t2] (d[t2] - sum_j a[j] d[j]) scale for
+// t2 <= t, d holding dL/datt on entry and dL/d(score) on exit (score = q_t . k_t2).
+static void attention_softmax_row(float* a, int t, int T, float scale) {
+    float maxval = -INFINITY;
+    #pragma omp simd reduction(max : maxval)
+    for (int t2 = 0; t2 <= t; t2++) {
+        a[t2] *= scale;
+        maxval = a[t2] > maxval ? a[t2] : maxval;
+    }
+    for (int t2 = 0; t2 <= t; t2++) { a[t2] = vec_exp(a[t2] - maxval); }
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int t2 = 0; t2 <= t; t2++) { sum += a[t2]; }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
+    for (int t2 = t + 1; t2 < T; t2++) { a[t2] = 0.0f; }
+}
+
+static void attention_softmax_backward_row(float* d, const float* a, int t, float scale) {
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int t2 = 0; t2 <= t; t2++) { sum += a[t2] * d[t2]; }
+    for (int t2 = 0; t2 <= t; t2++) { d[t2] = a[t2] * (d[t2] - sum) * scale; }
+}
+
+static inline void attention_forward_plain(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
     size_t C3 = 3 * (size_t)C;
@@ -374,20 +410,13 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
             for (int t = 0; t < T; t++) {
                 const float* q = qkv + ((size_t)b * T + t) * C3 + h * HS;
                 float* a = att + (((size_t)b * NH + h) * T + t) * T;
-                float maxval = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
                     float dot = 0.0f;
-                    #pragma omp simd reduction(+ : dot)
                     for (int i = 0; i < HS; i++) { dot += q[i] * k[i]; }
-                    a[t2] = dot * scale;
-                    if (a[t2] > maxval) { maxval = a[t2]; }
+                    a[t2] = dot;
                 }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxval); sum += a[t2]; }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
-                for (int t2 = t + 1; t2 < T; t2++) { a[t2] = 0.0f; }
+                attention_softmax_row(a, t, T, scale);
                 float* o = out + ((size_t)b * T + t) * C + h * HS;
                 for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
                 for (int t2 = 0; t2 <= t; t2++) {
@@ -401,9 +430,9 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
 
 // dqkv += the gradient of qkv. One thread owns a whole (b, head): the k and v of position t2 receive
 // gradient from every t >= t2 of the same head, so no two threads touch the same element.
-// datt_scratch holds (B, NH, T) floats.
-static void attention_backward(float* dqkv, float* datt_scratch, const float* dout, const float* qkv,
-                               const float* att, int B, int T, int C, int NH) {
+// datt_scratch holds (B, NH, T) floats (or more).
+static inline void attention_backward_plain(float* dqkv, float* datt_scratch, const float* dout, const float* qkv,
+                                            const float* att, int B, int T, int C, int NH) {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
     size_t C3 = 3 * (size_t)C;
@@ -421,47 +450,124 @@ static void attention_backward(float* dqkv, float* datt_scratch, const float* do
                     const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
                     float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
                     float dot = 0.0f;
-                    #pragma omp simd reduction(+ : dot)
                     for (int i = 0; i < HS; i++) { dot += d[i] * v[i]; }
                     datt[t2] = dot;
                     for (int i = 0; i < HS; i++) { dv[i] += a[t2] * d[i]; }
                 }
-                // through the softmax: dpre[t2] = att[t2] (datt[t2] - sum_j att[j] datt[j])
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { sum += a[t2] * datt[t2]; }
-                // through pre[t2] = q_t . k_t2 * scale
+                attention_softmax_backward_row(datt, a, t, scale);  // datt[t2]: dL/d(score)
+                // through score[t2] = q_t . k_t2
                 for (int t2 = 0; t2 <= t; t2++) {
-                    float dpre = a[t2] * (datt[t2] - sum) * scale;
                     const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
                     float* dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * HS;
-                    for (int i = 0; i < HS; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                    for (int i = 0; i < HS; i++) { dq[i] += datt[t2] * k[i]; dk[i] += datt[t2] * q[i]; }
                 }
             }
         }
     }
 }
 
+// what the model calls: per (b, head), the same sums as products through the tiled matmul, in blocks
+// of ATT_ROWS queries: the queries [t0, t1) see only the keys [0, t1), so the scores, and the terms
+// of the products after them, of the keys past the block's last query are neither computed nor
+// added. Q, K and V are read in place (rows 3C apart); one thread computes a whole (b, head).
+//     scores  att[t][t2] = q_t . k_t2                 (A = Q, B = K^T)      t2 < t1
+//     softmax of att[t][t2] / sqrt(HS) over t2 <= t, 0 for t2 > t
+//     out     out_t = sum_t2 att[t][t2] v_t2          (A = att, B = V)      t2 < t1
+#define ATT_ROWS 64
+
+static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = 3 * (size_t)C;
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const float* q = qkv + (size_t)b * T * C3 + h * HS;  // q_t = q + t C3; k and v C and 2C further
+            const float* k = q + C;
+            const float* v = q + 2 * C;
+            float* a = att + ((size_t)b * NH + h) * T * T;
+            float* o = out + (size_t)b * T * C + h * HS;
+            for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                int t1 = t0 + ATT_ROWS < T ? t0 + ATT_ROWS : T;
+                matmul_tiled_serial(a + (size_t)t0 * T, T, NULL, 0, q + t0 * C3, C3, 1, k, 1, C3, t1 - t0, t1, HS);
+                for (int t = t0; t < t1; t++) { attention_softmax_row(a + (size_t)t * T, t, T, scale); }
+                matmul_tiled_serial(o + (size_t)t0 * C, C, NULL, 0, a + (size_t)t0 * T, T, 1, v, C3, 1, t1 - t0, HS, t1);
+            }
+        }
+    }
+}
+
+// dqkv += the gradient of qkv, per (b, head), with datt (B, NH, T, T) as scratch:
+//     datt[t][t2] = dout_t . v_t2                        t2 < t1 of the query block
+//     dpre[t][t2] = att (datt - sum_j att[t][j] datt[t][j]) / sqrt(HS), in place of datt (0 for t2 > t)
+//     dq_t  += sum_t2 dpre[t][t2] k_t2                   t2 < t1
+// and, in blocks of ATT_ROWS keys [s0, s1) that only the queries t >= s0 see:
+//     dv_t2 += sum_t att[t][t2] dout_t                   (A = att^T, B = dout)    t >= s0
+//     dk_t2 += sum_t dpre[t][t2] q_t                     (A = dpre^T, B = Q)      t >= s0
+static void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv, const float* att, int B,
+                               int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = 3 * (size_t)C;
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            size_t bh = (size_t)b * NH + h;
+            const float* q = qkv + (size_t)b * T * C3 + h * HS;
+            const float* k = q + C;
+            const float* v = q + 2 * C;
+            float* dq = dqkv + (size_t)b * T * C3 + h * HS;
+            float* dk = dq + C;
+            float* dv = dq + 2 * C;
+            const float* a = att + bh * T * T;
+            float* d = datt + bh * T * T;
+            const float* g = dout + (size_t)b * T * C + h * HS;
+            for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+                int t1 = t0 + ATT_ROWS < T ? t0 + ATT_ROWS : T;
+                matmul_tiled_serial(d + (size_t)t0 * T, T, NULL, 0, g + t0 * C, C, 1, v, 1, C3, t1 - t0, t1, HS);
+                for (int t = t0; t < t1; t++) {  // through the softmax
+                    float* dr = d + (size_t)t * T;
+                    attention_softmax_backward_row(dr, a + (size_t)t * T, t, scale);
+                    for (int t2 = t + 1; t2 < t1; t2++) { dr[t2] = 0.0f; }
+                }
+                matmul_tiled_serial(dq + t0 * C3, C3, NULL, 1, d + (size_t)t0 * T, T, 1, k, C3, 1, t1 - t0, HS, t1);
+            }
+            for (int s0 = 0; s0 < T; s0 += ATT_ROWS) {
+                int s1 = s0 + ATT_ROWS < T ? s0 + ATT_ROWS : T;
+                size_t first = (size_t)s0 * T + s0;  // att[s0][s0]: A[m][k] = att[s0 + k][s0 + m]
+                matmul_tiled_serial(dv + s0 * C3, C3, NULL, 1, a + first, 1, T, g + s0 * C, C, 1, s1 - s0, HS, T - s0);
+                matmul_tiled_serial(dk + s0 * C3, C3, NULL, 1, d + first, 1, T, q + s0 * C3, C3, 1, s1 - s0, HS, T - s0);
+            }
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). With u the argument of
+// tanh, 0.5 (1 + tanh(u)) is the logistic function s = 1 / (1 + e), e = e^(-2u), so GELU(x) = x s;
+// that form needs one exp, which vec_exp (common/vec_math.h) computes in vector code. Its derivative:
+//     GELU'(x) = s + x s' = s + 2 x s (1 - s) du/dx,   du/dx = sqrt(2/pi) (1 + 3 0.044715 x^2)
+// (1 - tanh(u)^2 = 4 s (1 - s)). 1 - s is taken as e s where s is near 1 (x > 0), which 1 - s would
+// round away, and as 1 - s elsewhere (where e s could be inf times 0).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
+static inline float gelu_exp(float x) { return vec_exp(-2.0f * GELU_SCALE * (x + 0.044715f * x * x * x)); }
+
 static void gelu_forward(float* out, const float* inp, size_t n) {
     #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
-    }
+    for (size_t i = 0; i < n; i++) { out[i] = inp[i] / (1.0f + gelu_exp(inp[i])); }
 }
 
 // dinp = dout * GELU'(inp)  (overwrites: the MLP hidden gradient has this single source)
 static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
-        float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * x * dth);
+        float x = inp[i], e = gelu_exp(x);
+        float s = 1.0f / (1.0f + e);
+        float one_minus_s = s < 0.5f ? 1.0f - s : e * s;
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = dout[i] * (s + 2.0f * x * du * (s * one_minus_s));
     }
 }
 
@@ -477,10 +583,11 @@ static void crossentropy_forward(float* losses, float* lse, const float* logits,
     for (int r = 0; r < BT; r++) {
         const float* l = logits + (size_t)r * Vp;
         float maxval = -INFINITY;
-        for (int i = 0; i < V; i++) { if (l[i] > maxval) { maxval = l[i]; } }
+        #pragma omp simd reduction(max : maxval)
+        for (int i = 0; i < V; i++) { maxval = l[i] > maxval ? l[i] : maxval; }
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < V; i++) { sum += expf(l[i] - maxval); }
+        for (int i = 0; i < V; i++) { sum += vec_exp(l[i] - maxval); }
         lse[r] = maxval + logf(sum);
         losses[r] = lse[r] - l[targets[r]];
     }
@@ -491,7 +598,7 @@ static void crossentropy_backward(float* logits, const float* lse, const int* ta
     #pragma omp parallel for
     for (int r = 0; r < BT; r++) {
         float* l = logits + (size_t)r * Vp;
-        for (int i = 0; i < V; i++) { l[i] = expf(l[i] - lse[r]) * dloss; }
+        for (int i = 0; i < V; i++) { l[i] = vec_exp(l[i] - lse[r]) * dloss; }
         for (int i = V; i < Vp; i++) { l[i] = 0.0f; }
         l[targets[r]] -= dloss;
     }
@@ -647,7 +754,7 @@ typedef struct {
     float* datty;       // (B, T, C)
     float* dfch;        // (B, T, 4C)
     float* dfch_gelu;   // (B, T, 4C)
-    float* datt;        // (B, NH, T) one attention row per (b, head)
+    float* datt;        // (B, NH, T, T) the gradient of the attention probabilities
     float* dlnf;        // (B, T, C)  dh
     float* ln_partials; // (LN_CHUNKS, 6C) per-chunk LayerNorm parameter gradients
 } GradScratch;
@@ -667,7 +774,7 @@ static size_t point_scratch(GradScratch* t, float* memory, const GPT2Config* cfg
     t->datty = next_tensor(memory, &n, BT * C);
     t->dfch = next_tensor(memory, &n, BT * 4 * C);
     t->dfch_gelu = next_tensor(memory, &n, BT * 4 * C);
-    t->datt = next_tensor(memory, &n, B * NH * T);
+    t->datt = next_tensor(memory, &n, B * NH * T * T);
     t->dlnf = next_tensor(memory, &n, BT * C);
     t->ln_partials = next_tensor(memory, &n, LN_CHUNKS * 6 * C);
     return n;
@@ -1155,6 +1262,7 @@ static const float* cpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
     return m->acts.logits + row * m->config.padded_vocab_size;
 }
+static const float* cpu_losses(void* self) { return ((GPT2*)self)->acts.losses; }
 static const float* cpu_weights(void* self) { return ((GPT2*)self)->params_memory; }
 static void cpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
@@ -1216,6 +1324,7 @@ int main(int argc, char** argv) {
         .grad_sumsq = cpu_grad_sumsq,            // clipping: the squares of the gradients, of a shard
         .update = cpu_update,                    // AdamW, of a shard (all parameters on one process)
         .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
+        .losses = cpu_losses,                    // the multiple-choice eval reads the loss of each position
         .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
         .moments = cpu_moments,
         .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer

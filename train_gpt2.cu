@@ -2167,6 +2167,12 @@ static const float* gpu_logits_row(void* self, size_t row) {
     for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
     return host_copy.row;
 }
+// the losses of every position, which the forward pass with targets copied to the host
+static const float* gpu_losses(void* self) {
+    GPT2* m = (GPT2*)self;
+    if (!m->has_targets) { fatal("losses: the last forward pass had no targets"); }
+    return m->host_losses;
+}
 // the fp32 master weights this rank holds, at their place among all parameters
 static const float* gpu_weights(void* self) {
     GPT2* m = (GPT2*)self;
@@ -2257,6 +2263,7 @@ int main(int argc, char** argv) {
         .grad_sumsq = gpu_grad_sumsq,
         .update = gpu_update,
         .logits_row = gpu_logits_row,
+        .losses = gpu_losses,
         .weights = gpu_weights,
         .moments = gpu_moments,
         .load_moments = gpu_load_moments,

@@ -48,6 +48,8 @@ typedef struct {
     int resume;                 // -y  1 = resume from the newest checkpoint in -o
     int keep_checkpoints;       // -nk keep only the newest N checkpoints, 0 = keep all
     int arith_problems;         // -k  held-out problems for the arithmetic accuracy, 0 = none
+    const char* eval_file;      // -H  multiple-choice eval file (llm.c's HellaSwag format, common/eval.h), "" = none
+    int eval_file_given;        //     -H was on the command line (the default belongs to the arithmetic data)
     unsigned long long seed;    // -S  seed of fresh initialisation, sampling and (when given) the data order
     int seed_given;             //     -S was given: the training batches start at a seed-dependent position
     int zero_stage;             // -z  with several ranks: 1 = AdamW state sharded over them (ZeRO-1), 0 = not
@@ -91,6 +93,8 @@ static inline TrainArgs args_defaults(void) {
     a.resume = 0;
     a.keep_checkpoints = 0;
     a.arith_problems = 256;
+    a.eval_file = ARITH_DEFAULT_CHOICES;
+    a.eval_file_given = 0;
     a.seed = 1337;
     a.seed_given = 0;
     a.zero_stage = 1;
@@ -133,6 +137,9 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -s <int>    sample every N steps, 0 = never [%d]\n", d->sample_every);
     printf("  -g <int>    tokens to generate when sampling [%d]\n", d->gen_tokens);
     printf("  -k <int>    arithmetic data: held-out problems for the accuracy at each validation [%d]\n", d->arith_problems);
+    printf("  -H <file>   multiple-choice eval at each validation (llm.c's HellaSwag file), \"\" for none [%s]\n",
+           d->eval_file);
+    printf("              (the default belongs to the arithmetic data: with -i, only when given)\n");
     printf("  -n <int>    checkpoint every N steps (and at the end), 0 = only at the end [%d]\n", d->checkpoint_every);
     printf("  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n", d->resume);
     printf("  -nk <int>   keep only the newest N checkpoints, 0 = keep all [%d]\n", d->keep_checkpoints);
@@ -255,6 +262,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 's': a->sample_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'g': a->gen_tokens = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
             case 'k': a->arith_problems = (int)parse_long_flag(flag, v, 0, 1 << 20); break;
+            case 'H': a->eval_file = v; a->eval_file_given = 1; break;
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
             case 'z': a->zero_stage = (int)parse_long_flag(flag, v, 0, 1); break;

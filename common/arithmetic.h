@@ -24,6 +24,8 @@ The files, in data/arithmetic/ (atomically, each written to a temporary name and
     arithmetic_train.bin   train_problems problems   (llm.c token shard: common/dataloader.h)
     arithmetic_val.bin     val_problems held-out problems
     tokenizer.bin          the 257 tokens (llm.c layout: common/tokenizer.h)
+    arithmetic_choices.bin ARITH_CHOICE_EXAMPLES held-out problems as multiple choice, the right
+                           answer among three near misses (llm.c's eval file: common/eval.h)
     arithmetic.txt         the marker, written LAST: its first line holds the settings,
                            "arithmetic max_digits=2 train_problems=... val_problems=... seed=...
                            heldout_percent=10 format=padded-reversed" (a marker without format=
@@ -54,20 +56,25 @@ The trainer's side is a few lines: one forward pass on (B, T), then an argmax pe
 
 #include "utils.h"  // first: rng.h needs its size_t
 #include "rng.h"
+#include "eval.h"
 
 #define ARITH_DIR "data/arithmetic"
 #define ARITH_TRAIN_NAME "arithmetic_train.bin"
 #define ARITH_VAL_NAME "arithmetic_val.bin"
 #define ARITH_TOKENIZER_NAME "tokenizer.bin"
 #define ARITH_MARKER_NAME "arithmetic.txt"
+#define ARITH_CHOICES_NAME "arithmetic_choices.bin"
 #define ARITH_DEFAULT_TRAIN ARITH_DIR "/" ARITH_TRAIN_NAME
 #define ARITH_DEFAULT_VAL ARITH_DIR "/" ARITH_VAL_NAME
+#define ARITH_DEFAULT_CHOICES ARITH_DIR "/" ARITH_CHOICES_NAME
 
 #define ARITH_VOCAB_SIZE 257   // the 256 byte tokens of GPT-2 and <|endoftext|>
 #define ARITH_EOT 256
 #define ARITH_MAX_DIGITS 9     // a+b then fits in 32 bits and a prompt in a few dozen tokens
 #define ARITH_SHOWN 6          // problems whose answers arith_eval_run keeps as text
 #define ARITH_CONTEXT 2        // solved training problems before each accuracy prompt, when T allows
+#define ARITH_CHOICE_EXAMPLES 128  // multiple-choice examples in arithmetic_choices.bin
+#define ARITH_CHOICES 4            // completions of each: the answer and three near misses
 
 // ----------------------------------------------------------------------------
 // GPT-2's single-byte tokens
@@ -310,7 +317,55 @@ static inline uint64_t arith_seed(const ArithSpec* s, int which) {  // 0 train, 
     return random_mix64(s->seed + 0x1000ULL * (uint64_t)(which + 1));
 }
 
-// writes the four files (the marker last), replacing whatever was there
+// The multiple-choice file (common/eval.h): ARITH_CHOICE_EXAMPLES held-out problems (from their own
+// seed), each the context "\na+b=" and ARITH_CHOICES completions "c\n" in the dataset's format: the
+// sum and three near misses, drawn from sum +-1, +-2, +-10, +-20, +-100 (those that are >= 0 and
+// have at most max_digits + 1 digits, as sums do), the sum at a random place. The context is the
+// start of a training row (the newline before a problem), so any -t of at least 3 * max_digits + 5
+// reads it.
+static inline void arith_write_choices(const char* path, const ArithSpec* s) {
+    static const long offsets[10] = {1, -1, 2, -2, 10, -10, 20, -20, 100, -100};
+    ArithTokens t = arith_tokens();
+    uint64_t rng = arith_seed(s, 3);
+    long widest = 1;  // 10^(max_digits + 1): every sum stays below it
+    for (int i = 0; i <= s->max_digits; i++) { widest *= 10; }
+    EvalWriter w;
+    memset(&w, 0, sizeof(w));
+    int context[3 * ARITH_MAX_DIGITS + 5], answers[ARITH_CHOICES][ARITH_MAX_DIGITS + 3], lengths[ARITH_CHOICES];
+    const int* completions[ARITH_CHOICES];
+    for (int k = 0; k < ARITH_CHOICES; k++) { completions[k] = answers[k]; }
+    for (int i = 0; i < ARITH_CHOICE_EXAMPLES; i++) {
+        long a, b;
+        arith_draw(s, &rng, 1, &a, &b);
+        context[0] = t.newline;
+        int n_context = 1 + arith_encode(s, &t, a, b, 0, context + 1);
+        // the order of the offsets: a shuffle (Fisher-Yates); the first three that give a valid sum
+        long order[10];
+        memcpy(order, offsets, sizeof(order));
+        for (int j = 9; j > 0; j--) {
+            int r = (int)(random_u32(&rng) % (uint32_t)(j + 1));
+            long x = order[j];
+            order[j] = order[r];
+            order[r] = x;
+        }
+        int label = (int)(random_u32(&rng) % ARITH_CHOICES);
+        for (int k = 0, next = 0; k < ARITH_CHOICES; k++) {
+            long value = a + b;
+            if (k != label) {
+                do {  // at least three of the ten are valid: +1, +2 and +10 always are
+                    value = a + b + order[next++];
+                } while (value < 0 || value >= widest);
+            }
+            lengths[k] = arith_put_number(&t, value, s->format & ARITH_PAD ? s->max_digits + 1 : 0,
+                                          s->format & ARITH_REVERSE, answers[k]);
+            answers[k][lengths[k]++] = t.newline;
+        }
+        eval_writer_add(&w, context, n_context, ARITH_CHOICES, completions, lengths, label);
+    }
+    eval_writer_commit(&w, path);
+}
+
+// writes the five files (the marker last), replacing whatever was there
 static inline void arith_write_dataset(const char* dir, const ArithSpec* s) {
     arith_check_spec(s, dir);
     arith_make_dirs(dir);
@@ -321,6 +376,8 @@ static inline void arith_write_dataset(const char* dir, const ArithSpec* s) {
     arith_write_shard(path, s, s->val_problems, 1, arith_seed(s, 1));
     arith_path(path, sizeof(path), dir, ARITH_TOKENIZER_NAME);
     arith_write_tokenizer(path);
+    arith_path(path, sizeof(path), dir, ARITH_CHOICES_NAME);
+    arith_write_choices(path, s);
     char text[512];
     int n = snprintf(text, sizeof(text),
                      "arithmetic max_digits=%d train_problems=%ld val_problems=%ld seed=%llu heldout_percent=%d "
@@ -369,7 +426,8 @@ static inline const char* arith_describe(const ArithSpec* s, char* buf, size_t c
 // Generates the default dataset in `dir` unless it is already there, with the default settings;
 // returns 1 if it wrote. A dataset there with other settings (an earlier default, say) is
 // rewritten, and the line says so: the folder belongs to the default run, other settings go
-// in folders of their own (dev/data/arithmetic FOLDER).
+// in folders of their own (dev/data/arithmetic FOLDER). A dataset without its multiple-choice
+// file (made before there was one) gets it.
 static inline int arith_ensure_dataset(const char* dir) {
     ArithSpec s, d = arith_default_spec();
     char was[96], now[96];
@@ -377,7 +435,12 @@ static inline int arith_ensure_dataset(const char* dir) {
     if (have && s.max_digits == d.max_digits && s.train_problems == d.train_problems &&
         s.val_problems == d.val_problems && s.seed == d.seed && s.heldout_percent == d.heldout_percent &&
         s.format == d.format) {
-        return 0;
+        char path[1100];
+        arith_path(path, sizeof(path), dir, ARITH_CHOICES_NAME);
+        if (file_exists(path)) { return 0; }
+        printf("writing the multiple-choice problems %s\n", path);
+        arith_write_choices(path, &d);
+        return 1;
     }
     printf("%s the arithmetic dataset in %s (%ld + %ld problems, %s, seed %llu)", have ? "rewriting" : "generating",
            dir, d.train_problems, d.val_problems, arith_describe(&d, now, sizeof(now)), d.seed);

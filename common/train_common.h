@@ -233,8 +233,8 @@ typedef struct {
 
 // Without -i the default dataset is generated first (common/arithmetic.h). The data folder (of the
 // first training shard) holds the tokenizer.bin the data scripts write, and for arithmetic data
-// the marker that turns on the accuracy. -i without -j means no validation (the default -j
-// belongs to the arithmetic data).
+// the marker that turns on the accuracy. -i without -j means no validation, -i without -H no
+// multiple-choice eval (the defaults of -j and -H belong to the arithmetic data).
 static inline void run_data_prepare(RunData* rd, TrainArgs* a) {
     int default_data = strcmp(a->train_pattern, ARITH_DEFAULT_TRAIN) == 0;
     if (default_data) { arith_ensure_dataset(ARITH_DIR); }
@@ -247,6 +247,7 @@ static inline void run_data_prepare(RunData* rd, TrainArgs* a) {
         printf("note: -i given without -j: no validation (the default -j belongs to the arithmetic data)\n");
         a->val_pattern = "";
     }
+    if (!default_data && !a->eval_file_given) { a->eval_file = ""; }
 }
 
 // the order of the training batches: from the start of the data, or with -S from a position the
@@ -285,15 +286,24 @@ static inline int run_arith_eval_init(ArithEval* e, const RunData* rd, const Tra
     return ok;
 }
 
-// one evaluation line: the validation loss (when have_val) and the arithmetic accuracy (when
-// arith is not NULL, decoding greedily with `greedy`), printed and logged for `step`; at the last
-// step also a line of held-out problems with the model's answers
+// one evaluation line: the validation loss (when have_val), the multiple-choice accuracy (when
+// eval_total > 0: eval_correct of eval_total examples, common/eval.h) and the arithmetic accuracy
+// (when arith is not NULL, decoding greedily with `greedy`), printed and logged for `step`; at the
+// last step also a line of held-out problems with the model's answers
 static inline void run_report_evaluation(Logger* lg, int step, int last, int have_val, float val_loss,
-                                         ArithEval* arith, ArithGreedyFn greedy, void* model) {
+                                         long eval_correct, long eval_total, ArithEval* arith, ArithGreedyFn greedy,
+                                         void* model) {
     char line[256] = "", log[256] = "";
     if (have_val) {
         snprintf(line, sizeof(line), "val loss %.6f", val_loss);
         snprintf(log, sizeof(log), " val_loss=%.6f", val_loss);
+    }
+    if (eval_total > 0) {
+        float acc = (float)eval_correct / (float)eval_total;
+        size_t n = strlen(line), k = strlen(log);
+        snprintf(line + n, sizeof(line) - n, "%seval acc %.4f (%ld/%ld)", n ? " | " : "", acc, eval_correct,
+                 eval_total);
+        snprintf(log + k, sizeof(log) - k, " eval_acc=%.4f", acc);
     }
     if (arith) {
         float acc = arith_eval_run(arith, greedy, model);

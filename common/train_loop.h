@@ -41,6 +41,7 @@ puts the faults of common/test_hooks.h in front of the trainer's functions; a tr
 #include <math.h>
 #include "rng.h"
 #include "dist.h"
+#include "eval.h"
 #include "train_common.h"
 
 // What the loop needs from a trainer. `self` is the trainer's model (GPT2*). Every function that
@@ -60,6 +61,9 @@ typedef struct {
     // last forward pass must have had no targets (the CUDA trainer's classifier overwrites the
     // logits of one with targets by their gradient)
     const float* (*logits_row)(void* self, size_t row);
+    // the cross-entropy loss of every position (B * T floats) of the last forward pass, which had
+    // targets (the multiple-choice eval, common/eval.h)
+    const float* (*losses)(void* self);
     // the fp32 weights (all num_parameters of them; at least those whose moments the trainer holds
     // are current) and the AdamW moments it holds (parameters [opt_lo, opt_hi) of TrainRun), for a
     // checkpoint
@@ -105,6 +109,10 @@ typedef struct {
     Dist dist;                 // the ranks of a multi-process run (one rank without mpirun)
     size_t opt_lo, opt_hi;     // the parameters whose AdamW moments this rank holds (all but with ZeRO-1)
     AdamWSettings adamw;       // main() sets beta1, beta2 and eps before train_run_loop
+    EvalSet eval;              // the multiple-choice eval (-H), when have_eval
+    int have_eval;
+    int* eval_inputs;          // (B, T) its rows and their targets
+    int* eval_targets;
 } TrainRun;
 
 // ----------------------------------------------------------------------------
@@ -221,6 +229,27 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     }
 }
 
+// The multiple-choice eval of -H (common/eval.h), at every validation: the file is read and checked
+// here, before the run starts, against the model's vocabulary and -t (an example longer than -t is
+// an error; the default file, which belongs to the arithmetic data, is left out with a note).
+// Returns whether it runs.
+static inline int train_eval_init(TrainRun* r) {
+    const TrainArgs* a = &r->args;
+    if (a->eval_file[0] == '\0' || a->val_every <= 0) { return 0; }
+    EvalSet* e = &r->eval;
+    eval_set_load(e, a->eval_file, r->config->vocab_size, a->eval_file_given ? a->T : 0);
+    if (e->longest > a->T) {
+        printf("note: no multiple-choice eval: %s needs -t >= %d\n", a->eval_file, e->longest);
+        eval_set_free(e);
+        return 0;
+    }
+    r->eval_inputs = (int*)malloc_check((size_t)a->B * a->T * sizeof(int), "eval inputs");
+    r->eval_targets = (int*)malloc_check((size_t)a->B * a->T * sizeof(int), "eval targets");
+    printf("multiple-choice eval: %s, %d examples, %ld completions, mean loss of each completion\n", a->eval_file,
+           e->num_examples, e->num_rows);
+    return 1;
+}
+
 // the model is built (not yet allocated): checks the flags against it, opens the data, and prints
 // the model and batch lines. `batch_note` ends the batch line (the CPU's thread count, say).
 static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, size_t num_parameters,
@@ -256,6 +285,7 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
             a->val_batches = (int)windows;
         }
     }
+    r->have_eval = train_eval_init(r);
     if (!r->data.tokenizer.loaded && a->sample_every > 0) { tokenizer_print_notice(&r->data.tokenizer, stdout); }
     r->grad_accum = (int)(a->total_batch / per_micro);
     printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | max T %d | %zu parameters\n",
@@ -271,6 +301,11 @@ static inline void train_run_attach_model(TrainRun* r, const GPT2Config* cfg, si
 }
 
 static inline void train_run_free(TrainRun* r) {
+    if (r->have_eval) {
+        eval_set_free(&r->eval);
+        free(r->eval_inputs);
+        free(r->eval_targets);
+    }
     tokenizer_free(&r->data.tokenizer);
     dataloader_free(&r->train_loader);
     if (r->have_val) { dataloader_free(&r->val_loader); }
@@ -327,12 +362,30 @@ static inline void train_sample_text(const TrainerOps* ops, void* model, const G
 }
 
 // the ArithGreedyFn of common/arithmetic.h: next[b] = the most likely token after the first
-// lengths[b] tokens of row b of tokens (B, T)
+// lengths[b] tokens of row b of tokens (B, T). Its context is also the multiple-choice eval's.
 typedef struct {
     const TrainerOps* ops;
     void* model;
     int vocab_size;
 } GreedyContext;
+
+// the EvalLossesFn of common/eval.h: one forward pass with targets, its losses
+static inline const float* train_eval_losses(void* ctx, const int* inputs, const int* targets, int B, int T) {
+    GreedyContext* g = (GreedyContext*)ctx;
+    g->ops->forward(g->model, inputs, targets, B, T);
+    return g->ops->losses(g->model);
+}
+
+// the multiple-choice eval: each rank evaluates its contiguous share of the examples (as
+// dist_shard cuts parameters), the right answers are summed over the ranks
+static inline long train_eval_choices(TrainRun* r, GreedyContext* g) {
+    size_t lo, hi;
+    dist_shard((size_t)r->eval.num_examples, r->dist.rank, r->dist.size, &lo, &hi);
+    // rows of the longest example's tokens (at most -t): the forward passes read no padding beyond
+    int correct = eval_run(&r->eval, (int)lo, (int)hi, train_eval_losses, g, r->args.B, r->eval.longest,
+                           r->eval_inputs, r->eval_targets);
+    return lround(dist_sum(&r->dist, (double)correct));
+}
 
 static inline void train_greedy_next(void* ctx, const int* tokens, int B, int T, const int* lengths, int* next) {
     GreedyContext* g = (GreedyContext*)ctx;
@@ -474,9 +527,10 @@ static inline void train_report_step(Logger* lg, const TrainRun* r, const Traine
 #include "test_hooks.h"  // test builds only: faults the tests plant (TRAIN_GPT2_NAN_STEPS)
 #endif
 
-// Runs the steps from the resumed step (or 0) to -x: at every evaluation step the validation loss
-// and arithmetic accuracy, at every sampling step a sample, at every checkpoint step a checkpoint,
-// and between them one optimizer step of grad_accum micro-batches, gradient clipping and AdamW.
+// Runs the steps from the resumed step (or 0) to -x: at every evaluation step the validation loss,
+// the multiple-choice accuracy and the arithmetic accuracy, at every sampling step a sample, at
+// every checkpoint step a checkpoint, and between them one optimizer step of grad_accum
+// micro-batches, gradient clipping and AdamW.
 static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
     const TrainArgs* a = &r->args;
     const GPT2Config* cfg = r->config;
@@ -514,7 +568,7 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
     st.total_batch = a->total_batch;
     Logger logger;
     logger_init(&logger, r->dist.rank == 0 ? a->output_dir : "", a->resume);  // rank 0 alone logs
-    int evaluates = r->have_val || have_arith;
+    int evaluates = r->have_val || have_arith || r->have_eval;
     RunEstimate estimate = {st.step, 0, 0.0, -1.0};
     // the device may hold queued work no step has waited for (the model's upload, an evaluation):
     // the next step's clock starts only once it is done
@@ -529,7 +583,9 @@ static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* mode
                 double eval_start = now_seconds();
                 float val_loss = r->have_val ? train_evaluate(ops, model, &r->val_loader, a->B, a->T, a->val_batches,
                                                               &r->dist) : 0.0f;
-                run_report_evaluation(&logger, step, last, r->have_val, val_loss, have_arith ? &arith_eval : NULL,
+                long eval_correct = r->have_eval ? train_eval_choices(r, &greedy) : 0;
+                run_report_evaluation(&logger, step, last, r->have_val, val_loss, eval_correct,
+                                      r->have_eval ? r->eval.num_examples : 0, have_arith ? &arith_eval : NULL,
                                       train_greedy_next, &greedy);
                 if (estimate.eval_seconds < 0) { estimate.eval_seconds = now_seconds() - eval_start; }
             }

@@ -9,7 +9,8 @@ dev/plot.py: compare training runs from their main.log files in one PNG.
 Each RUN is a run folder (the -o of train_gpt2 / train_gpt2cu, holding main.log) or a main.log
 itself, optionally prefixed "label=". The panels: train loss (optionally smoothed with an
 exponential moving average over about N steps), val loss, the learning rate of each step (the
-schedule of -K), and, when any run logged it (arithmetic data), the held-out exact-match accuracy. The log is common/logger.h's key=value
+schedule of -K), and, when any run logged them, the multiple-choice accuracy (-H) and the held-out
+exact-match accuracy (arithmetic data). The log is common/logger.h's key=value
 lines; when a resumed run logged a step twice, the last line wins. Losses are cross-entropies in
 nats per token; the accuracy is shown in percent. A log with nothing to plot (empty, not a main.log,
 or no step at or after --from_step) is an error: one line, exit status 1, and no PNG written.
@@ -88,9 +89,10 @@ def parse_runs(args):
 
 # the panels: log key, title, y-axis label; the first two always, the others when a run logged them
 PANELS = [("train_loss", "train loss"), ("val_loss", "val loss"), ("lr", "learning rate"),
-          ("arith_acc", "arithmetic accuracy")]
+          ("eval_acc", "multiple-choice accuracy"), ("arith_acc", "arithmetic accuracy")]
+ACCURACIES = ("eval_acc", "arith_acc")  # logged as fractions, shown in percent
 YLABELS = {"train_loss": "cross-entropy (nats/token)", "val_loss": "cross-entropy (nats/token)",
-           "lr": "learning rate", "arith_acc": "held-out exact match (%)"}
+           "lr": "learning rate", "eval_acc": "right answers (%)", "arith_acc": "held-out exact match (%)"}
 
 
 def panel_points(runs, key, args):
@@ -102,7 +104,7 @@ def panel_points(runs, key, args):
         steps, values = sorted_xy({k: v for k, v in series[key].items() if k >= args.from_step})
         if key == "train_loss":
             values = ema(values, args.smooth)
-        if key == "arith_acc":
+        if key in ACCURACIES:
             values = [100.0 * v for v in values]
         out.append((label, steps, values))
     return out
@@ -162,7 +164,7 @@ def main():
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(YLABELS[key])
         ax.grid(alpha=0.3)
-        if key == "arith_acc":  # from 0, to a little above the best accuracy (small ones stay visible)
+        if key in ACCURACIES:  # from 0, to a little above the best accuracy (small ones stay visible)
             best = max((max(series[key].values()) for _, series in runs if series.get(key)), default=0.0)
             ax.set_ylim(0.0, min(100.0, max(5.0, 115.0 * best)))
         if ax.get_legend_handles_labels()[0]:

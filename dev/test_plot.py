@@ -62,7 +62,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(log, "w") as f:
         for step, lr in [(1, 5e-4), (2, 1e-3), (3, 7.5e-4), (3, 6e-4), (4, 1e-4)]:
             f.write(f"step={step} train_loss={5.0 - step:.4f} norm=1.0 lr={lr:.4e} ms=1.0 tok_per_s=100\n")
-        f.write("step=4 val_loss=3.5 arith_acc=0.4375\n")
+        f.write("step=4 val_loss=3.5 eval_acc=0.8125 arith_acc=0.4375\n")
     r = run_plot(f"wsd={log}", "--values", "--smooth", "3")
     rows = [line.split("\t") for line in r.stdout.splitlines()]
     lr = [(int(s), float(v)) for label, key, s, v in rows if key == "lr" and label == "wsd"]
@@ -72,8 +72,9 @@ with tempfile.TemporaryDirectory() as tmp:
     loss = [float(v) for label, key, s, v in rows if key == "train_loss"]
     check("--values: the train loss smoothed (EMA, span 3)",
           len(loss) == 4 and abs(loss[1] - (0.5 * 3.0 + 0.5 * 4.0)) < 1e-9, r.stdout)
-    check("--values: val loss and the accuracy in percent",
-          ["wsd", "val_loss", "4", "3.5"] in rows and ["wsd", "arith_acc", "4", "43.75"] in rows, r.stdout)
+    check("--values: val loss and the accuracies in percent",
+          ["wsd", "val_loss", "4", "3.5"] in rows and ["wsd", "arith_acc", "4", "43.75"] in rows and
+          ["wsd", "eval_acc", "4", "81.25"] in rows, r.stdout)
 
 # without matplotlib (a matplotlib package that fails to import, first on the path): one error line
 with tempfile.TemporaryDirectory() as tmp:

@@ -29,6 +29,7 @@ import copy
 import glob
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -67,10 +68,13 @@ class GPTConfig:
         self.n_layer, self.n_head, self.n_embd, self.norm_mode = n_layer, n_head, n_embd, norm_mode
 
     @staticmethod
-    def from_depth(depth, norm_mode, vocab_size=50257, block_size=1024):
-        """dN: GPT-2's sizes for 12/24/36/48 layers, otherwise C = 64*N and NH = N."""
+    def from_depth(depth, norm_mode, vocab_size=50257, block_size=1024, channels=0, heads=0):
+        """dN: GPT-2's sizes for 12/24/36/48 layers, otherwise C = 64*N and NH = N; dNcC and dNcChH
+        (channels, heads) as the C trainer's -e (common/args.h)."""
         widths = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}
         C, NH = widths.get(depth, (64 * depth, depth))
+        if channels:
+            C, NH = channels, heads or max(1, channels // 64)
         Vp = (vocab_size + 127) // 128 * 128
         return GPTConfig(block_size, vocab_size, Vp, depth, NH, C, norm_mode)
 
@@ -649,8 +653,15 @@ def train(args):
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but no CUDA device is available")
     torch.manual_seed(args.seed)
-    if args.init.startswith("d") and args.init[1:].isdigit():
-        model = GPT(GPTConfig.from_depth(int(args.init[1:]), args.norm, block_size=max(1024, args.T)))
+    shape = re.fullmatch(r"d(\d+)(?:c(\d+)(?:h(\d+))?)?", args.init)
+    if shape and not os.path.exists(args.init):
+        L, C, NH = (int(g) if g else 0 for g in shape.groups())
+        if L < 1 or (C and NH and C % NH) or (C and not NH and C % max(1, C // 64)):
+            sys.exit(f"error: -e {args.init}: not a shape that can be built")
+        # the vocabulary of the tokenizer.bin beside the first training shard, as the C trainer's
+        tok = os.path.join(os.path.dirname(sorted(glob.glob(args.input))[0]) if glob.glob(args.input) else "", "tokenizer.bin")
+        V = int(np.fromfile(tok, dtype="<i4", count=3)[2]) if os.path.exists(tok) else 50257
+        model = GPT(GPTConfig.from_depth(L, args.norm, vocab_size=V, block_size=max(1024, args.T), channels=C, heads=NH))
     else:
         model = read_model(args.init)
     model.to(device)
@@ -723,7 +734,8 @@ def main():
                    "this model in float64 and exit (status 1 if over test_gpt2's tolerances)")
     p.add_argument("-i", dest="input", help="train token shards (glob)")
     p.add_argument("-j", dest="val", default="", help="val token shards (glob)")
-    p.add_argument("-e", dest="init", default="d12", help="checkpoint path, or dN for a fresh model of depth N")
+    p.add_argument("-e", dest="init", default="d12",
+                   help="checkpoint path, or a fresh model: dN (depth N), dNcC or dNcChH (N layers of C channels, H heads)")
     p.add_argument("-N", dest="norm", default="siamese", choices=NORM_MODES, help="norm mode of a fresh model")
     p.add_argument("-o", dest="output", default="", help="output folder for the final checkpoint")
     p.add_argument("-b", dest="B", type=int, default=4, help="micro-batch size")

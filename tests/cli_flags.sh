@@ -38,4 +38,7 @@ done
 expect_error "seed: -S -1" "out of range" "$TRAIN" -e d1 "${T[@]}" -S -1
 expect_error "seed: -S 0" "out of range" "$TRAIN" -e d1 "${T[@]}" -S 0
 expect_error "seed: -S 1e3" "expects an integer" "$TRAIN" -e d1 "${T[@]}" -S 1e3
-
+# the multiple-choice eval file (-H): refused before the run starts (tests/test_eval.sh has the rest)
+expect_error "eval: missing -H file" "cannot open $W/no_eval.bin" "$TRAIN" -e "$MODEL" "${T[@]}" -H "$W/no_eval.bin"
+head -c 1024 /dev/zero > "$W/zero_eval.bin"
+expect_error "eval: -H file of zeros" "bad magic 0 (expected 20240522)" "$TRAIN" -e "$MODEL" "${T[@]}" -H "$W/zero_eval.bin"

@@ -7,7 +7,7 @@
 #   make asan             the C tests and the trainer under AddressSanitizer + UBSan, then the
 #                         trainer's tests and a short run with checkpoints and a resume (not in `make test`)
 
-FUZZ_TARGETS := checkpoint state dataloader tokenizer
+FUZZ_TARGETS := checkpoint state dataloader tokenizer eval
 FUZZ_REPLAY_BINS := $(addprefix tests/bin/replay_,$(FUZZ_TARGETS))
 ROBUST_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra $(WERROR_CFLAGS) -I. -Wno-unused-function -Wno-unknown-pragmas
 # the replays in `make test` check for undefined behaviour too where the compiler has UBSan

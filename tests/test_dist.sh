@@ -233,7 +233,8 @@ fi
 
 # f. the CUDA trainer through the CPU execution layer (about 1 s a step)
 if [ -x "$TRAIN_CU" ] && ldd "$TRAIN_CU" 2>/dev/null | grep -q libmpi; then
-    G=(-e d2c32h2 -b 4 -t 32 -d 256 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3)
+    # (-H "": the multiple-choice eval through the layer costs more than the steps; tests/test_eval.sh has it)
+    G=(-e d2c32h2 -b 4 -t 32 -d 256 -x 6 -u 5 -v 3 -m 2 -k 4 -s 0 -n 3 -H "")
     CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU"))"
     BIN=$TRAIN_CU ranks_vs_one "$CU_LABEL: 2 ranks vs 1 process, 6 steps and 2 validations" cu_one cu_two 8 "${G[@]}"
     # seeded (4 steps of 2 micro-batches): seed 3706 wraps around to the start in step 4, between
@@ -257,7 +258,7 @@ else
     echo "skip f. the CUDA trainer through the CPU execution layer: $TRAIN_CU not built with MPI"
 fi
 if [ -x "$TRAIN_CU_BF16" ] && ldd "$TRAIN_CU_BF16" 2>/dev/null | grep -q libmpi; then
-    H=(-e d2c32h2 -b 4 -t 32 -d 256 -x 4 -u 5 -v 2 -m 2 -k 4 -s 0)
+    H=(-e d2c32h2 -b 4 -t 32 -d 256 -x 4 -u 5 -v 2 -m 2 -k 4 -s 0 -H "")
     CU_LABEL="CUDA trainer ($(basename "$TRAIN_CU_BF16"))"
     BIN=$TRAIN_CU_BF16 train bf16_two 2 "${H[@]}"
     BIN=$TRAIN_CU_BF16 train bf16_two_z0 2 "${H[@]}" -z 0

@@ -8,7 +8,8 @@
 # tests/bin/mkshard, so the whole file takes a few seconds. It checks
 #   a. exact resume: 2K steps straight == K steps, stop, resume -y 1 for K more (step losses,
 #      val losses, final model and state files byte for byte), with gradient accumulation, a val
-#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run
+#      loader, sampling, two shards and a wrap-around of the data; and after a SIGKILL mid-run;
+#      1 and 2 threads give identical losses and models (the tiny model, and a fresh d2)
 #   b. bad input of every class ends with exactly one "error: ..." line on stderr and exit status 1
 #      (checkpoints, state files, data, flags, output folders); a missing state file
 #   c. a full disk (ulimit -f, SIGXFSZ ignored) while checkpointing: error, exit 1, no .tmp left,
@@ -28,7 +29,7 @@ HOOKS=${HOOKS:-tests/bin/train_gpt2_hooks}  # the same trainer built with -DTEST
 MKSHARD=${MKSHARD:-tests/bin/mkshard}
 MODEL=data/test/siamese/model.bin
 # one thread (tiny model), except the exact-resume runs: two, so that they also check that the
-# OpenMP reductions give the same bits from run to run
+# OpenMP reductions give the same bits from run to run, and the same bits as one thread
 export OMP_NUM_THREADS=1
 unset TRAIN_GPT2_NAN_STEPS
 source tests/cli_lib.sh  # the work folder $W and the helpers (ok, bad, run, expect_error, check, ...)
@@ -78,6 +79,22 @@ check "resume: ... and says so" grep -q "already complete" "$W/resume:_an_alread
 expect_success "fresh d1: 2 steps" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 2 -s 0 -o "$W/d1"
 expect_success "fresh d1: resume to 3" "$TRAIN" -e d1 -N pre -i "$TRAIN_GLOB" -j "" -b 1 -t 8 -x 3 -s 0 -o "$W/d1" -y 1
 check "fresh d1: pairs 2 and 3" test -f "$W/d1/model_00000003.bin" -a -f "$W/d1/state_00000002.bin"
+
+# 1 and 2 threads give the same bits: the tiny model's straight run again on one thread, and a
+# fresh d2 (C 128, V 50257: matmuls split into several tasks, attention and the classifier wide)
+expect_success "threads: the straight run on one thread" env OMP_NUM_THREADS=1 "$TRAIN" "${FLAGS[@]}" -x 8 -n 4 \
+    -o "$W/one_thread"
+check "threads: 1 and 2 threads, identical train loss, norm and lr at every step" \
+    diff <(train_lines "$W/straight/main.log") <(train_lines "$W/one_thread/main.log")
+check "threads: 1 and 2 threads, model_00000008.bin byte-identical" \
+    cmp -s "$W/straight/model_00000008.bin" "$W/one_thread/model_00000008.bin"
+for threads in 1 2; do
+    expect_success "threads: fresh d2 on $threads" env OMP_NUM_THREADS=$threads "$TRAIN" -e d2 -N siamese \
+        -i "$TRAIN_GLOB" -j "" -b 2 -t 24 -x 3 -s 0 -o "$W/d2_$threads"
+done
+check "threads: fresh d2, 1 and 2 threads: model_00000003.bin byte-identical" \
+    cmp -s "$W/d2_1/model_00000003.bin" "$W/d2_2/model_00000003.bin"
+check "threads: fresh d2, 1 and 2 threads: identical train lines" diff <(train_lines "$W/d2_1/main.log") <(train_lines "$W/d2_2/main.log")
 
 # killed (SIGKILL) mid-run, soon after its first checkpoint, then resumed: the same final files as
 # a run never killed

@@ -52,3 +52,8 @@ check-cxx-data: | tests/bin
 		nvcc -std=c++17 -I. -c -o tests/bin/check_data.o tests/bin/check_data.cu || exit 1; \
 	else echo "(nvcc not found: CUDA compile check skipped)"; fi
 	@echo "check-cxx-data: common/tokenizer.h and common/dataloader.h compile as C++"
+
+# the multiple-choice eval (common/eval.h): its file format, scoring and refusals, the arithmetic
+# data's eval file; then both trainers on it (tests/test_eval.sh)
+tests/bin/test_eval: tests/test_eval.c tests/harness.h common/eval.h common/arithmetic.h common/utils.h common/rng.h | tests/bin
+	$(CC) $(CFLAGS) $(DATA_TEST_FLAGS) -o $@ $< -lm

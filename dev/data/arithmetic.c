@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     }
     arith_write_dataset(dir, &spec);
     char settings[96];
-    printf("wrote %s/{%s,%s,%s,%s}: %ld + %ld problems, %s, seed %llu\n", dir, ARITH_TRAIN_NAME, ARITH_VAL_NAME,
-           ARITH_TOKENIZER_NAME, ARITH_MARKER_NAME, spec.train_problems, spec.val_problems,
+    printf("wrote %s/{%s,%s,%s,%s,%s}: %ld + %ld problems, %s, seed %llu\n", dir, ARITH_TRAIN_NAME, ARITH_VAL_NAME,
+           ARITH_TOKENIZER_NAME, ARITH_CHOICES_NAME, ARITH_MARKER_NAME, spec.train_problems, spec.val_problems,
            arith_describe(&spec, settings, sizeof(settings)), spec.seed);
     return 0;
 }

@@ -157,6 +157,42 @@ def read_datafile(path):
 
 
 # ----------------------------------------------------------------------------
+# multiple-choice eval file (llm.c's format, read by common/eval.h)
+
+EVAL_MAGIC = 20240522
+EVAL_VERSION = 1
+EVAL_START = 65535
+
+
+def write_evalfile(path, examples):
+    """Write a multiple-choice eval file. `examples` is a list of (context, completions, label): the
+    context a list of token ids, completions a list of lists of token ids, label the index of the
+    right completion. Header: 256 int32 (magic, version, number of examples, the longest example in
+    bytes); then per example a stream of uint16: 65535, its size in bytes (these fields included),
+    its index, the label, the number of completions, the context's length and tokens, and each
+    completion's length and tokens."""
+    if not 0 < len(examples) <= 65535:
+        raise ValueError(f"{path}: {len(examples)} examples (1 to 65535 fit the format)")
+    stream = []
+    longest = 0
+    for index, (context, completions, label) in enumerate(examples):
+        if not 0 <= label < len(completions) or len(context) == 0 or any(len(c) == 0 for c in completions):
+            raise ValueError(f"{path}: example {index}: label {label} of {len(completions)} completions, "
+                             f"or an empty context or completion")
+        fields = [EVAL_START, 0, index, label, len(completions), len(context), *context]
+        for c in completions:
+            fields += [len(c), *c]
+        if max(fields) > 65535 or min(fields) < 0 or 2 * len(fields) > 65535:
+            raise ValueError(f"{path}: example {index} does not fit the format's 16-bit fields")
+        fields[1] = 2 * len(fields)
+        longest = max(longest, fields[1])
+        stream += fields
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:4] = [EVAL_MAGIC, EVAL_VERSION, len(examples), longest]
+    _atomic_write_bytes(path, [header.tobytes(), np.array(stream, dtype="<u2").tobytes()])
+
+
+# ----------------------------------------------------------------------------
 # tokenizer file for the C decoder
 
 def write_tokenizer(path, enc):

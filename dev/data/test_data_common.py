@@ -4,7 +4,8 @@ dev/data/test_data_common.py: offline tests of the data-preparation code.
     python dev/data/test_data_common.py [--tiktoken PATH]
 
 Checks the shard and tokenizer writers byte by byte, the document splitter, the ShardWriter (shard
-sizes, names, the short-tail merge), prepare.py --bytes (byte-level shards and their tokenizer,
+sizes, names, the short-tail merge), hellaswag.py on a made-up JSON-lines file (its eval file read
+back per the format), prepare.py --bytes (byte-level shards and their tokenizer,
 which must equal the one common/arithmetic.h writes), and runs tinystories.py and fineweb.py end to end on small
 made-up inputs (a tar.gz of JSON stories, a JSON-lines file) so that everything but the download
 is exercised. Tests that need GPT-2's vocabulary use --tiktoken, $GPT2_TIKTOKEN or
@@ -249,6 +250,56 @@ def test_fineweb_script(tmp, tiktoken_path, enc):
     check(sizes == [500, 500, 500], f"--max_shards 3 writes three full shards, got {sizes}")
 
 
+def read_evalfile(path):
+    """The (context, completions, label) of every example of an eval file, read per the format."""
+    with open(path, "rb") as f:
+        data = f.read()
+    header = np.frombuffer(data[:4 * dc.HEADER_INTS], dtype="<i4")
+    s = np.frombuffer(data[4 * dc.HEADER_INTS:], dtype="<u2").astype(int)
+    examples, p, longest = [], 0, 0
+    for index in range(int(header[2])):
+        check(s[p] == dc.EVAL_START and s[p + 2] == index, f"{path}: example {index} starts with 65535, its index")
+        start, label, k = p, int(s[p + 3]), int(s[p + 4])
+        p += 5
+        context = [int(t) for t in s[p + 1:p + 1 + s[p]]]
+        p += 1 + s[p]
+        completions = []
+        for _ in range(k):
+            completions.append([int(t) for t in s[p + 1:p + 1 + s[p]]])
+            p += 1 + s[p]
+        check(s[start + 1] == 2 * (p - start), f"{path}: example {index}'s size field is its size")
+        longest = max(longest, 2 * (p - start))
+        examples.append((context, completions, label))
+    check(list(header[:4]) == [dc.EVAL_MAGIC, dc.EVAL_VERSION, len(examples), longest] and p == len(s),
+          f"{path}: header (magic, version, examples, longest) and nothing after the last example")
+    return examples
+
+
+def test_hellaswag_script(tmp, tiktoken_path, enc):
+    items = [{"ind": i, "ctx": f"A person is doing thing {i}. They", "label": i % 4,
+              "endings": [f"stop after {j} minutes." for j in range(4)], "split": "val"} for i in range(6)]
+    jsonl = os.path.join(tmp, "hellaswag_val.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for item in items:
+            f.write(json.dumps(item) + "\n")
+    out = os.path.join(tmp, "hellaswag", "val.bin")
+    r = run_script([os.path.join(HERE, "hellaswag.py"), "--input", jsonl, "--output", out,
+                    "--tiktoken", tiktoken_path], REPO)
+    check(r.returncode == 0, f"hellaswag.py failed: {r.stderr.strip()}")
+    if r.returncode != 0:
+        return
+    got = read_evalfile(out)
+    want = [(enc.encode_ordinary(it["ctx"]), [enc.encode_ordinary(" " + e) for e in it["endings"]], it["label"])
+            for it in items]
+    check(got == want, "hellaswag.py: every example's context, endings (after a space) and label")
+    with open(jsonl, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"ctx": "x", "endings": ["a"], "label": 3}) + "\n")
+    r = run_script([os.path.join(HERE, "hellaswag.py"), "--input", jsonl, "--output", out,
+                    "--tiktoken", tiktoken_path], REPO)
+    check(r.returncode == 1 and r.stderr.startswith("error: ") and "label 3 of 1 endings" in r.stderr,
+          f"hellaswag.py: a label out of range is one error line ({r.stderr.strip()})")
+
+
 def test_prepare_bytes(tmp, enc=None):
     """prepare.py --bytes: the shards are the file's bytes, split at a line end, with GPT-2's byte ids."""
     lines = [f"line {i}: caf\u00e9 \U0001F600 {'x' * (i % 13)}\n" for i in range(300)]
@@ -313,6 +364,7 @@ def main():
             test_tinystories_script(tmp, tiktoken_path, enc)
             test_fineweb_script(tmp, tiktoken_path, enc)
             test_failed_preparation(tmp, tiktoken_path)
+            test_hellaswag_script(tmp, tiktoken_path, enc)
         test_prepare_bytes(tmp, enc)
         if not have_gpt2:
             print(f"skipped the GPT-2 tests: need the tiktoken package and {tiktoken_path} (--tiktoken PATH)")

@@ -1,5 +1,5 @@
 /*
-dev/fuzz/fuzz.h: what the four fuzz harnesses share. Build with -DFUZZING (dev/fuzz/run.sh does):
+dev/fuzz/fuzz.h: what the five fuzz harnesses share. Build with -DFUZZING (dev/fuzz/run.sh does):
 common/utils.h then includes common/fuzz_hooks.h, which makes fatal() jump back here instead of
 exiting, so a rejected input is an ordinary outcome, and tracks the files the readers open so that
 an error leaves none open.

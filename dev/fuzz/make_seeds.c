@@ -1,5 +1,5 @@
 /*
-dev/fuzz/make_seeds.c: writes small valid inputs for the four fuzz harnesses (their seed corpora)
+dev/fuzz/make_seeds.c: writes small valid inputs for the five fuzz harnesses (their seed corpora)
 with the project's own writers. Usage: make_seeds <folder>; it fills <folder>/<target>/.
 Built with plain gcc (no FUZZING) by dev/fuzz/run.sh.
 */
@@ -7,6 +7,7 @@ Built with plain gcc (no FUZZING) by dev/fuzz/run.sh.
 #include "common/params.h"
 #include "common/state.h"
 #include "common/dataloader.h"
+#include "common/eval.h"
 
 static char root[400];
 
@@ -127,6 +128,17 @@ int main(int argc, char** argv) {
     write_with_prefix(seed_path("tokenizer", "vocab9.bin"), tok_prefix, 65, tmp);
     write_tokenizer(tmp, 20);
     write_with_prefix(seed_path("tokenizer", "vocab20.bin"), tok_prefix, 65, tmp);
+    // eval: two examples (K 4 and K 1); vocabulary 257 (byte 1), T 12, B 3
+    EvalWriter w;
+    memset(&w, 0, sizeof(w));
+    int ctx[3] = {198, 15, 28}, c0[2] = {16, 198}, c1[1] = {17}, c2[3] = {18, 19, 198}, c3[1] = {256};
+    const int* comps[4] = {c0, c1, c2, c3};
+    int lens[4] = {2, 1, 3, 1};
+    eval_writer_add(&w, ctx, 3, 4, comps, lens, 2);
+    eval_writer_add(&w, ctx + 1, 2, 1, comps + 2, lens + 2, 0);
+    eval_writer_commit(&w, tmp);
+    uint8_t eval_prefix[3] = {1, 12, 2};
+    write_with_prefix(seed_path("eval", "two.bin"), eval_prefix, 3, tmp);
     printf("seed corpora written under %s\n", root);
     return 0;
 }

@@ -3,7 +3,7 @@
 #
 # Builds the libFuzzer harnesses (clang, -fsanitize=fuzzer,address,undefined, -DFUZZING) and runs
 # each target for a bounded time, one after the other, on one core each (-jobs is not used).
-# Targets: checkpoint state dataloader tokenizer (all four by default). Seeds are generated from
+# Targets: checkpoint state dataloader tokenizer eval (all five by default). Seeds are generated from
 # valid small files by make_seeds.c; the growing corpora and any crash files live under
 # $FUZZ_WORK (default /tmp/siamese_fuzz), outside the repository. A crash input is written there as
 # crash-*; once fixed, copy it to tests/fuzz_regressions/<target>/ so that `make test` replays it.
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_TARGET=${1:-120}
 shift || true
-TARGETS=${*:-checkpoint state dataloader tokenizer}
+TARGETS=${*:-checkpoint state dataloader tokenizer eval}
 WORK=${FUZZ_WORK:-/tmp/siamese_fuzz}
 CLANG=${CLANG:-$(command -v clang-14 || command -v clang || true)}
 if [ -z "$CLANG" ]; then echo "error: clang (with libFuzzer) not found; set CLANG=..." >&2; exit 1; fi
@@ -22,7 +22,7 @@ gcc -O1 -I. -Wall -Wno-unused-function -o "$WORK/bin/make_seeds" dev/fuzz/make_s
 rm -rf "$WORK/seeds"
 "$WORK/bin/make_seeds" "$WORK/seeds"
 
-declare -A MAXLEN=([checkpoint]=8192 [state]=4096 [dataloader]=4096 [tokenizer]=4096)
+declare -A MAXLEN=([checkpoint]=8192 [state]=4096 [dataloader]=4096 [tokenizer]=4096 [eval]=4096)
 for t in $TARGETS; do
     [ -n "${MAXLEN[$t]:-}" ] || { echo "error: unknown target $t" >&2; exit 1; }
     echo "== building fuzz_$t"
