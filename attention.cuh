@@ -1,82 +1,42 @@
 /*
 attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at
-FlashAttention-2's design. A chapter of train_gpt2.cu (its only attention), included by it in
-Part 1; dev/cuda/attention_forward.cu and attention_backward.cu include it too, to check and time
-it beside the designs it replaced.
-
-What the includer must define before `#include "attention.cuh"` (train_gpt2.cu in Part 0,
-dev/cuda/common.h in the experiments):
-
-    floatX                      type: float (FP32 build, ENABLE_FP32 defined) or __nv_bfloat16
-    cudaCheck(call), cudaCheckLaunch()     macros: fatal on a CUDA error
-    int ceil_div(long a, long b)           host: blocks needed for a elements
+FlashAttention-2's design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu
+and attention_backward.cu include it too, to check it against CPU references beside other designs.
+The includer defines first: floatX (float with ENABLE_FP32, else __nv_bfloat16), the macros
+cudaCheck(call) and cudaCheckLaunch() (fatal on a CUDA error), and int ceil_div(long a, long b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
-s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t),
-so the forward pass saves (B, NH, T) floats instead of (B, NH, T, T) probabilities, and no kernel
-ever holds more of the T x T matrix than a tile.
+s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
+So the forward pass saves (B, NH, T) floats, and no kernel holds more of the T x T matrix than a tile.
 
-The tiles. A block has 4 warps; each warp owns 16 rows (the WMMA tile height) of one (b, head):
-16 queries in the forward pass, 16 keys in the backward pass, and streams the other side through
-shared memory in tiles. q, k and v come straight from the qkv rows (head h at channels h*HS,
-C + h*HS, 2C + h*HS) and results go straight into the (B, T, C) output rows and the dqkv rows. The
-head size is a template parameter HSP, padded to 16, 32, 64 or 128 (channels past the real HS are
-zero on load and never stored; head sizes above 128 are refused at start-up), and so are the tile
-sizes (FaTiles): no run-time division in a loop. Tiles move in 16-byte vectors where HS is a
-multiple of 8 (bf16; 4 in fp32) and the rows are aligned, through registers: the next tile's loads
-are issued before the current tile's math and written to the other of two shared buffers after
-it (fa_fetch, fa_put); other head sizes copy one element at a time. The tile products
-    S (16 x 16) = A (16 x HSP) . B^T  and  O (16 x HSP) += P (16 x n) . V
-run on tensor cores through WMMA (bf16 inputs, fp32 accumulation) in the bf16 build, and as plain
-fp32 loops behind the same small functions (fa_load, fa_mma, ...) in the FP32 build, whose job is
-parity. Accumulators stay in fragments between tiles. Where an accumulator needs each element's
-row (the online-softmax rescale) or column (the causal mask, lse and D per query), an index
-fragment tells it: loaded once from a 16 x 16 tile holding r * 16 + c, its element i says where
-element i of every accumulator fragment is, since load, mma and store of one fragment type agree
-on the (unspecified) layout. No code depends on that layout.
+Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams
+the keys and values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its
+rows, then the online softmax (log2 units: s scaled by log2(e) / sqrt(HS); keys after the query
+masked), two lanes per row:
+    m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
+and at the end out = O / l, lse = (m + log2 l) ln 2. The blocks with the most key tiles start first.
 
-Forward (flash_forward_kernel; block: 64 queries of one head, key tiles of 64, 32 at HSP 128).
-Per key tile, each warp: S = Q K^T (Q fragments loaded once), stored to shared memory; then the
-online softmax with two lanes per row, each reading its half of the row with 16-byte loads:
-    m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j   (log2 units: s
-scaled by log2(e) / sqrt(HS), keys above the query masked), two shuffles per row; P rounded to
-floatX into shared memory, the row factors 2^(m - m') beside it; O = O 2^(m - m') + P V on the
-fragments. At the end out = O / l and lse = (m + log2 l) ln 2. The blocks with the most key tiles
-(the last queries) start first.
+Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and
+walks the query tiles from the diagonal on with FlashAttention-2's five tile products
+(flash_backward_kv_kernel):
+    S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
+    dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
+dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles
+that other blocks own: without atomics, each block adds into an fp32 slice of dq_acc that only it
+writes (split s owns the key tiles s, s + nsplits, ... of its head), and flash_backward_dq_kernel
+sums the slices in split order. nsplits depends on B*NH and T only, never on the GPU, so the
+gradients are bit-identical between runs and between GPUs.
 
-Backward. D_t = sum_c dO[t][c] O[t][c] (flash_backward_dot_kernel), then FlashAttention-2's five
-tile products per (query tile, key tile) pair in one kernel (flash_backward_kv_kernel; block: 64
-keys of one head, query steps of 64, 16 at HSP 128), for each query tile from the diagonal on:
-    S^T = K Q^T, dP^T = V dO^T                     (K, V fragments loaded once per key tile)
-    P^T = 2^(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - D) scale    (in registers)
-    dV += P^T dO,  dK += dS^T Q                    (accumulators in fragments over the query tiles)
-    dQ(query tile) += dS K                         (all four warps' dS^T: one block barrier)
-dK and dV go to dqkv once per key tile. dQ sums over key tiles, which other blocks own: instead of
-atomics, each block adds its contributions into an fp32 slice of dq_acc that only it writes. The
-block of split s owns the key tiles s, s + nsplits, ... of its head in turn; the first one stores
-into the slice, the later ones add to it, each query tile in key-tile order. Then
-flash_backward_dq_kernel sums the slices in split order into dqkv: row t holds the splits whose
-first key tile is at or before it. nsplits (flash_dq_splits) depends on B*NH and T only, never on
-the GPU, and every sum runs in a fixed order, so the gradients are bit-identical between runs
-and GPUs of any size.
-
-What each kernel costs, at d12 (C 768, NH 12, HS 64), B 64, T 1024, per layer; lower-bound time
-at H100 SXM's 3.35 TB/s and 989 dense bf16 TFLOP/s (the larger of bytes / bandwidth and flops /
-peak). Bytes are what must cross HBM (each tensor once); flops are the tensor-core work executed,
-masked halves of diagonal tiles included (136 of 256 tile pairs per head):
-    flash_forward_kernel        109.5 GFLOP (103.2 causal)    406 MB: q, k, v 302, out 101, lse 3
-                                lower bound 0.121 ms (memory; flops alone 0.111 ms). The key and
-                                value tiles are read by every query tile: 1711 MB from L2.
-    flash_backward_dot_kernel     0.1 GFLOP                   205 MB: dO, out 201, D 3
-                                lower bound 0.061 ms
-    flash_backward_kv_kernel    273.8 GFLOP                   610 MB: q, k, v 302, dO 101, lse and D 6,
-                                dK and dV 201; lower bound 0.277 ms (flops). The dQ slices (2
-                                splits here) add 1711 MB of fp32 writes and 1321 MB of reads back:
-                                3643 MB in all, 1.087 ms, where they miss L2 (the 264 blocks
-                                resident at 2 per SM sweep up to 67 MB of slices; L2 holds 50 MB)
-    flash_backward_dq_kernel      0 GFLOP                     491 MB: the slices 390, dQ 101
-                                lower bound 0.146 ms
-(The T x T path moved (B, NH, T, T) bf16 tensors several times: 1.6 GB per tensor here.)
+Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past
+HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles move in
+16-byte vectors where HS and the pointers allow ("wide"; else one element at a time), through
+registers: the next tile's loads are issued before the current tile's math and stored into the
+other of two shared buffers after it. Tile products run on tensor cores through WMMA (bf16 in, fp32
+accumulation); the FP32 build runs plain fp32 loops behind the same small functions (fa_load,
+fa_mma, ...). Accumulators stay in fragments between tiles; where an element's row or column
+matters (the rescale, the mask), an index fragment loaded from a tile holding r * 16 + c says
+where each element is, so no code depends on the (unspecified) fragment layout.
+What each kernel moves and computes, and its lower-bound time: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -94,9 +54,8 @@ masked halves of diagonal tiles included (136 of 256 tile pairs per head):
 #include <mma.h>
 #endif
 
-// loop unrolling for nvcc (a host compiler would warn about the pragma): a loop over fragments or
-// registers unrolls fully; FA_ROLLED keeps a loop over shared-memory tiles rolled, which costs
-// nothing there and keeps the compiler from hoisting every tile's loads at once (registers)
+// nvcc only: loops over fragments or registers unroll fully; FA_ROLLED keeps a loop over
+// shared-memory tiles rolled (the compiler would hoist every tile's loads at once: registers)
 #ifdef __CUDACC__
 #define FA_UNROLLED _Pragma("unroll")
 #define FA_ROLLED _Pragma("unroll 1")
@@ -105,74 +64,51 @@ masked halves of diagonal tiles included (136 of 256 tile pairs per head):
 #define FA_ROLLED
 #endif
 
-// ----------------------------------------------------------------------------
-// sizes
-
-#define FA_WARPS 4                  // warps per block
+#define FA_WARPS 4                       // warps per block
 #define FA_THREADS (FA_WARPS * 32)
-#define FA_ROWS 16                  // rows of a tile per warp (the WMMA tile height)
+#define FA_ROWS 16                       // rows of a tile per warp (the WMMA tile height)
 #define FA_QUERIES (FA_WARPS * FA_ROWS)  // forward: queries per block (64)
 #define FA_KEYS (FA_WARPS * FA_ROWS)     // backward: keys per block (64)
 #define FA_MAX_HS 128                    // the largest head size (padded sizes 16, 32, 64, 128)
-// the backward grid aims at this many blocks (B*NH heads times the dQ splits): several waves at two
-// blocks per SM on a GPU of 100 to 150 SMs. A constant, so the splits depend on B*NH and T only.
+// the backward grid aims at this many blocks (heads times dQ splits): several waves at two blocks
+// per SM on 100 to 150 SMs; a constant, so the splits depend on B*NH and T only
 #define FA_BACKWARD_BLOCKS 1024
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
-// the tile sizes of a padded head size HSP (a multiple of 16): keys per forward tile, queries per
-// backward step; smaller at 128 so that a tile's registers and shared memory still fit
-template <int HSP>
-struct FaTiles {
-    static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
-    static constexpr int fwd_keys = HSP <= 64 ? 64 : 32;
-    static constexpr int bwd_queries = HSP <= 64 ? 64 : 16;
-    static constexpr bool kv_in_registers = HSP <= 64;  // backward: the block's K and V as fragments, else read from shared memory
-    static constexpr int fwd_min_blocks = HSP <= 64 ? 3 : 2;  // forward blocks per SM the registers must allow
-};
-
-// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; 4 of them: a quarter of a P row chunk
+// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 probabilities of a row
 #define FA_VEC ((int)(16 / sizeof(floatX)))
-struct alignas(16) FaVec {
-    floatX v[FA_VEC];
-};
-struct alignas(4 * sizeof(floatX)) FaQuad {
-    floatX v[4];
-};
+struct alignas(16) FaVec { floatX v[FA_VEC]; };
+struct alignas(4 * sizeof(floatX)) FaQuad { floatX v[4]; };
 
 // ----------------------------------------------------------------------------
 // tile products: a 16 x 16 fp32 accumulator += A (16 x 16) . B (16 x 16), one warp
 
 #ifdef FA_WMMA
-typedef nvcuda::wmma::row_major FaRow;
-typedef nvcuda::wmma::col_major FaCol;
-typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> FaAcc;
-template <typename L>
-using FaA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, L>;
-template <typename L>
-using FaB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
+namespace fa_wmma = nvcuda::wmma;
+typedef fa_wmma::row_major FaRow;
+typedef fa_wmma::col_major FaCol;
+typedef fa_wmma::fragment<fa_wmma::accumulator, 16, 16, 16, float> FaAcc;
+template <typename L> using FaA = fa_wmma::fragment<fa_wmma::matrix_a, 16, 16, 16, __nv_bfloat16, L>;
+template <typename L> using FaB = fa_wmma::fragment<fa_wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
 
 template <typename F>
-__device__ __forceinline__ void fa_load(F& f, const floatX* p, int ld) { nvcuda::wmma::load_matrix_sync(f, p, ld); }
+__device__ __forceinline__ void fa_load(F& f, const floatX* p, int ld) { fa_wmma::load_matrix_sync(f, p, ld); }
 template <typename FA, typename FB>
-__device__ __forceinline__ void fa_mma(FaAcc& d, const FA& a, const FB& b) { nvcuda::wmma::mma_sync(d, a, b, d); }
-__device__ __forceinline__ void fa_zero(FaAcc& d) { nvcuda::wmma::fill_fragment(d, 0.0f); }
+__device__ __forceinline__ void fa_mma(FaAcc& d, const FA& a, const FB& b) { fa_wmma::mma_sync(d, a, b, d); }
+__device__ __forceinline__ void fa_zero(FaAcc& d) { fa_wmma::fill_fragment(d, 0.0f); }
 __device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
-    nvcuda::wmma::load_matrix_sync(d, p, ld, nvcuda::wmma::mem_row_major);
+    fa_wmma::load_matrix_sync(d, p, ld, fa_wmma::mem_row_major);
 }
 __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
-    nvcuda::wmma::store_matrix_sync(p, d, ld, nvcuda::wmma::mem_row_major);
+    fa_wmma::store_matrix_sync(p, d, ld, fa_wmma::mem_row_major);
 }
 #else
-// Without tensor cores the same calls run as plain fp32 loops. An accumulator holds 8 elements per
-// lane (element e of lane l is tile element e * 32 + l, row-major); an A or B operand is only where
-// its tile lies in shared memory, which the product reads (so the tile must stay put until then).
+// The same calls as plain fp32 loops. Accumulator element e of lane l is tile element e * 32 + l
+// (row-major); an A or B operand is only where its tile lies in shared memory, read by the product.
 struct FaRow {};
 struct FaCol {};
-struct FaAcc {
-    static constexpr int num_elements = 8;
-    float x[8];
-};
+struct FaAcc { static constexpr int num_elements = 8; float x[8]; };
 template <typename L>
 struct FaOperand {
     const floatX* p;
@@ -181,10 +117,8 @@ struct FaOperand {
         return (float)(std::is_same<L, FaCol>::value ? p[r + c * ld] : p[r * ld + c]);
     }
 };
-template <typename L>
-using FaA = FaOperand<L>;
-template <typename L>
-using FaB = FaOperand<L>;
+template <typename L> using FaA = FaOperand<L>;
+template <typename L> using FaB = FaOperand<L>;
 
 template <typename L>
 __device__ __forceinline__ void fa_load(FaOperand<L>& f, const floatX* p, int ld) {
@@ -200,71 +134,77 @@ __device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const F
         d.x[e] = sum;
     }
 }
+// where accumulator element e of this lane lies in a row-major tile of leading dimension ld
+__device__ __forceinline__ int fa_acc_at(int e, int ld) {
+    return (e * 2 + threadIdx.x % 32 / 16) * ld + threadIdx.x % 16;
+}
 __device__ __forceinline__ void fa_zero(FaAcc& d) {
     for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; }
 }
 __device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
-    for (int e = 0; e < 8; e++) {
-        int i = e * 32 + threadIdx.x % 32;
-        d.x[e] = p[(i >> 4) * ld + (i & 15)];
-    }
+    for (int e = 0; e < 8; e++) { d.x[e] = p[fa_acc_at(e, ld)]; }
 }
 __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
-    for (int e = 0; e < 8; e++) {
-        int i = e * 32 + threadIdx.x % 32;
-        p[(i >> 4) * ld + (i & 15)] = d.x[e];
-    }
+    for (int e = 0; e < 8; e++) { p[fa_acc_at(e, ld)] = d.x[e]; }
 }
 #endif
 
-// The row and column of each accumulator element. CUDA leaves the fragment layout unspecified, but
-// load, mma and store of one fragment type agree on it: loaded from a 16 x 16 tile whose element
-// (r, c) holds r * 16 + c, element i of this fragment tells where element i of every accumulator is.
+// The row and column of each accumulator element: load, mma and store of one fragment type agree on
+// its layout, so the fragment loaded from a 16 x 16 tile holding r * 16 + c at (r, c) tells, in its
+// element i, where element i of every accumulator lies.
 __device__ __forceinline__ void fa_fill_index_tile(float* tile) {
     for (int e = threadIdx.x; e < 256; e += blockDim.x) { tile[e] = (float)e; }
 }
 __device__ __forceinline__ int fa_row(const FaAcc& idx, int i) { return (int)idx.x[i] >> 4; }
 __device__ __forceinline__ int fa_col(const FaAcc& idx, int i) { return (int)idx.x[i] & 15; }
 
-// ----------------------------------------------------------------------------
-// tiles between global and shared memory. ROWS rows of HSP channels (HS real ones, the rest zero)
-// of src (row stride `stride`) from row t0 on; rows at or past T are zero. With 16-byte vectors
-// (wide: HS % FA_VEC == 0 and the rows 16-byte aligned) they pass through registers: fa_fetch
-// issues the loads of this thread's vectors, fa_put writes them into shared memory, so a kernel
-// fetches the next tile, computes on the current one, then puts it: the loads are in flight during
-// the math. Other head sizes copy one element at a time in fa_put (no prefetch: it would cost the
-// registers of both paths).
+// each element of the warp's NF accumulators (16 rows x 16 NF columns) times its row's factor
+template <int NF>
+__device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, const float* rowf) {
+    for (int i = 0; i < FaAcc::num_elements; i++) {
+        float f = rowf[fa_row(idx, i)];
+        for (int c = 0; c < NF; c++) { o[c].x[i] *= f; }
+    }
+}
 
+// ----------------------------------------------------------------------------
+// tiles between global and shared memory
+
+// one head's rows in global memory: row t at p + t * stride, HS channels, T rows; wide: 16-byte
+// vectors (HS a multiple of FA_VEC, pointers 16-byte aligned)
+struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
+
+// ROWS rows of HSP channels from row t0 on (zero past HS and T), on their way to shared memory:
+// fa_fetch issues the loads of this thread's vectors, fa_put stores them, so the loads of the next
+// tile are in flight during the math on the current one. Not wide: fa_fetch does nothing and fa_put
+// copies one element at a time (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
-    static constexpr int per_row = HSP / FA_VEC;  // vectors per row
-    static constexpr int count = ROWS * per_row / FA_THREADS;
+    static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
     static_assert(ROWS * per_row % FA_THREADS == 0, "whole vectors per thread");
     FaVec v[count];
 };
 
 template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_fetch(FaTileRegs<ROWS, HSP>& r, const floatX* src, size_t stride, int t0, int T,
-                                         int HS, bool wide) {
+__device__ __forceinline__ void fa_fetch(FaTileRegs<ROWS, HSP>& r, const FaRows& g, int t0) {
     typedef FaTileRegs<ROWS, HSP> R;
-    if (!wide) { return; }
+    if (!g.wide) { return; }
     FA_UNROLLED
     for (int i = 0; i < R::count; i++) {
         int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC, t = t0 + row;
-        if (t < T && c < HS) {
-            r.v[i] = *(const FaVec*)(src + (size_t)t * stride + c);
+        if (t < g.T && c < g.HS) {
+            r.v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
         } else {
             for (int k = 0; k < FA_VEC; k++) { r.v[i].v[k] = (floatX)0.0f; }
         }
     }
 }
 
-// the tile into shared memory (leading dimension ld): the fetched vectors, or (not wide) the copy
+// ... into shared memory at dst (leading dimension ld)
 template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* dst, int ld, const floatX* src,
-                                       size_t stride, int t0, int T, int HS, bool wide) {
+__device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* dst, int ld, const FaRows& g, int t0) {
     typedef FaTileRegs<ROWS, HSP> R;
-    if (wide) {
+    if (g.wide) {
         FA_UNROLLED
         for (int i = 0; i < R::count; i++) {
             int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC;
@@ -274,20 +214,37 @@ __device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* d
     }
     for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
         int row = e / HSP, c = e % HSP, t = t0 + row;
-        dst[row * ld + c] = t < T && c < HS ? src[(size_t)t * stride + c] : (floatX)0.0f;
+        dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
     }
 }
 
-// ROWS rows of fp32 accumulators in shared memory (row stride ld) -> floatX rows [t0, t0 + ROWS) of
-// dst, channels below HS, rows below T; one warp
+// keys and values, or queries and dO: two tiles of the same rows, the second stored ROWS rows after
+// the first in shared memory
 template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_write_rows(floatX* dst, size_t stride, const float* acc, int ld, int t0, int T,
-                                              int HS, bool wide) {
+struct FaTilePair {
+    FaTileRegs<ROWS, HSP> a, b;
+    __device__ __forceinline__ void fetch(const FaRows& ga, const FaRows& gb, int t0) {
+        fa_fetch(a, ga, t0);
+        fa_fetch(b, gb, t0);
+    }
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& ga, const FaRows& gb, int t0) const {
+        fa_put(a, dst, ld, ga, t0);
+        fa_put(b, dst + ROWS * ld, ld, gb, t0);
+    }
+};
+
+// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> floatX rows [t0, t0 + 16) of dst (row
+// stride `stride`; rows below T, channels below HS), staged in fp32 at `stage` (leading dimension ld)
+template <int HSP>
+__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
+                                              int t0, int T, int HS, bool wide) {
     constexpr int per_row = HSP / FA_VEC;
-    for (int e = threadIdx.x % 32; e < ROWS * per_row; e += 32) {
+    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
+    __syncwarp(0xffffffffu);
+    for (int e = threadIdx.x % 32; e < FA_ROWS * per_row; e += 32) {
         int row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
         if (t >= T) { continue; }
-        const float* a = acc + row * ld + c;
+        const float* a = stage + row * ld + c;
         floatX* p = dst + (size_t)t * stride + c;
         if (wide) {
             if (c < HS) {
@@ -303,17 +260,23 @@ __device__ __forceinline__ void fa_write_rows(floatX* dst, size_t stride, const 
     }
 }
 
-// shared-memory regions, each 128-byte aligned; a kernel's layout is a list of region sizes
+// shared memory: regions 128-byte aligned from a 128-byte aligned base (the layouts add 128 of slack)
 __host__ __device__ constexpr size_t fa_round(size_t bytes) { return (bytes + 127) / 128 * 128; }
+__device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
+    return (unsigned char*)smem + (128 - (uintptr_t)smem % 128) % 128;
+}
 
 // ----------------------------------------------------------------------------
 // forward
 
-// the forward kernel's shared memory (bytes): the block's queries, two buffers of (keys, values),
-// per warp its scores (fp32) and probabilities (floatX), per-row factors, the index tile
+// tile sizes and shared memory (byte offsets) of the forward kernel at padded head size HSP: the
+// block's queries, two buffers of (keys, values), per warp its scores (fp32) and probabilities
+// (floatX), a factor per row, the index tile. Smaller key tiles at 128, so that the tiles fit.
 template <int HSP>
-struct FaForwardSmem {
-    static constexpr int BC = FaTiles<HSP>::fwd_keys;
+struct FaFwd {
+    static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
+    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile
+    static constexpr int min_blocks = HSP <= 64 ? 3 : 2;   // blocks per SM the registers must allow
     static constexpr int LDX = HSP + 8, LDS = BC + 8, LDP = BC + 8, LDO = HSP + 4;  // leading dimensions
     static constexpr size_t q = 0;
     static constexpr size_t kv = q + fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // [buffer][k, v]
@@ -321,50 +284,46 @@ struct FaForwardSmem {
     static constexpr size_t p = s + fa_round((size_t)FA_QUERIES * LDS * sizeof(float));
     static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
     static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
-    static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;  // + slack to align the base
-    // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers once the loop is over
+    static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
+    // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers after the loop
     static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits the (k, v) buffers");
 };
 
-__device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
-    return (unsigned char*)smem + (128 - (uintptr_t)smem % 128) % 128;
-}
-
-// Block (b * NH + h, query tile counted from the last: the longest rows start first); 4 warps of 16
-// query rows each. out (B, T, C) rows, lse (B, NH, T) in natural log.
+// Block (b * NH + h, query tile counted from the last); 4 warps of 16 query rows, key tiles of BC
+// from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
 template <int HSP>
-__global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
+__global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
-    typedef FaForwardSmem<HSP> L;
+    typedef FaFwd<HSP> L;
     constexpr int BC = L::BC, NF = HSP / 16;
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
     floatX* Qs = (floatX*)(sm + L::q);
-    floatX* KV = (floatX*)(sm + L::kv);  // buffer u: keys at KV + 2u * BC * LDX, values after them
+    floatX* KV = (floatX*)(sm + L::kv);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * FA_ROWS;
-    float* S = (float*)(sm + L::s) + r0 * L::LDS;           // this warp's 16 score rows
-    floatX* P = (floatX*)(sm + L::p) + r0 * L::LDP;         // and probability rows
-    float* rowf = (float*)(sm + L::rowf) + r0;              // a factor per row (rescale, then 1/l)
+    float* S = (float*)(sm + L::s) + r0 * L::LDS;    // this warp's 16 score rows
+    floatX* P = (floatX*)(sm + L::p) + r0 * L::LDP;  // and probability rows
+    float* rowf = (float*)(sm + L::rowf) + r0;       // a factor per row (rescale, then 1/l)
     float* idx_tile = (float*)(sm + L::idx);
 
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS;
     int q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES;
     size_t stride = 3 * (size_t)C;
     const floatX* qrows = qkv + (size_t)b * T * stride + h * HS;
+    const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
+                 vs = {qrows + 2 * C, stride, T, HS, wide};
     int last = (q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1;  // the block's last query: keys up to it
     int ntiles = last / BC + 1;
 
     fa_fill_index_tile(idx_tile);
     {
         FaTileRegs<FA_QUERIES, HSP> qr;
-        fa_fetch(qr, qrows, stride, q0, T, HS, wide);
-        fa_put(qr, Qs, L::LDX, qrows, stride, q0, T, HS, wide);
+        fa_fetch(qr, qs, q0);
+        fa_put(qr, Qs, L::LDX, qs, q0);
     }
-    FaTileRegs<BC, HSP> kr, vr;
-    fa_fetch(kr, qrows + C, stride, 0, T, HS, wide);
-    fa_fetch(vr, qrows + 2 * C, stride, 0, T, HS, wide);
-    fa_put(kr, KV, L::LDX, qrows + C, stride, 0, T, HS, wide);
-    fa_put(vr, KV + BC * L::LDX, L::LDX, qrows + 2 * C, stride, 0, T, HS, wide);
+    FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
+    kv.fetch(ks, vs, 0);
+    kv.put(KV, L::LDX, ks, vs, 0);
     __syncthreads();
 
     FaAcc idx, o[NF];
@@ -383,10 +342,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) {  // the next tile's loads, in flight during this tile's math
-            fa_fetch(kr, qrows + C, stride, k0 + BC, T, HS, wide);
-            fa_fetch(vr, qrows + 2 * C, stride, k0 + BC, T, HS, wide);
-        }
+        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T for the warp's 16 rows
         FA_ROLLED
         for (int j = 0; j < BC / 16; j++) {
@@ -432,10 +388,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
         if (half == 0) { rowf[rr] = corr; }
         __syncwarp(0xffffffffu);
         // O = O * corr + P V
-        for (int i = 0; i < FaAcc::num_elements; i++) {
-            float f = rowf[fa_row(idx, i)];
-            for (int c = 0; c < NF; c++) { o[c].x[i] *= f; }
-        }
+        fa_scale_rows(o, idx, rowf);
         FA_ROLLED
         for (int kk = 0; kk < BC / 16; kk++) {
             FaA<FaRow> pa;
@@ -446,11 +399,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
                 fa_mma(o[c], pa, vb);
             }
         }
-        if (kt + 1 < ntiles) {
-            floatX* next = KV + ((kt + 1) & 1) * 2 * BC * L::LDX;
-            fa_put(kr, next, L::LDX, qrows + C, stride, k0 + BC, T, HS, wide);
-            fa_put(vr, next + BC * L::LDX, L::LDX, qrows + 2 * C, stride, k0 + BC, T, HS, wide);
-        }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2
@@ -460,14 +409,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaTiles<HSP>::fwd_min_blocks)
         if (t < T) { lse[(size_t)bh * T + t] = (m_run + log2f(l_run)) * FA_LN2; }
     }
     __syncwarp(0xffffffffu);
+    fa_scale_rows(o, idx, rowf);
     float* stage = (float*)(sm + L::kv) + r0 * L::LDO;
-    for (int i = 0; i < FaAcc::num_elements; i++) {
-        float f = rowf[fa_row(idx, i)];
-        for (int c = 0; c < NF; c++) { o[c].x[i] *= f; }
-    }
-    for (int c = 0; c < NF; c++) { fa_store_acc(stage + 16 * c, o[c], L::LDO); }
-    __syncwarp(0xffffffffu);
-    fa_write_rows<FA_ROWS, HSP>(out + (size_t)b * T * C + h * HS, C, stage, L::LDO, q0 + r0, T, HS, wide);
+    fa_store_rows<HSP>(out + (size_t)b * T * C + h * HS, C, o, stage, L::LDO, q0 + r0, T, HS, wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -492,11 +436,14 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
     D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-// the dK/dV kernel's shared memory (bytes): the block's keys and values; two buffers of the query
-// step's (q, dO, lse, D); P^T and dS^T (keys x queries, floatX); the index tile
+// tile sizes and shared memory (byte offsets) of the dK/dV kernel at padded head size HSP: the
+// block's keys and values; two buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x
+// queries, floatX); the index tile. At 128: query steps of 16, K and V read from shared memory.
 template <int HSP>
-struct FaBackwardSmem {
-    static constexpr int BQ = FaTiles<HSP>::bwd_queries;
+struct FaBwd {
+    static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
+    static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
+    static constexpr bool kv_in_registers = HSP <= 64;  // the warp's K and V rows as fragments
     static constexpr int LDX = HSP + 8, LDP = BQ + 8, LDO = HSP + 4;
     static constexpr size_t kv = 0;  // keys, then values
     static constexpr size_t qdo = kv + fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
@@ -508,45 +455,42 @@ struct FaBackwardSmem {
     static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging fits the (k, v) tiles");
 };
 
-// the backward kernel's next query step: q and dO rows [q0, q0 + BQ) (fa_fetch), and for threads
-// 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query
+// a query step of the dK/dV kernel on its way to shared memory: q and dO rows [q0, q0 + BQ), and
+// for threads 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query,
+// into buffer u of the (q, dO) tiles QD and of the (lse, D) rows ST
 template <int BQ, int HSP>
-__device__ __forceinline__ void fa_fetch_queries(FaTileRegs<BQ, HSP>& qr, FaTileRegs<BQ, HSP>& dr, float& stat,
-                                                 const floatX* qrows, const floatX* dorows, const float* lse_h,
-                                                 const float* D_h, int q0, int T, int C, int HS, bool wide) {
-    fa_fetch(qr, qrows, 3 * (size_t)C, q0, T, HS, wide);
-    fa_fetch(dr, dorows, C, q0, T, HS, wide);
-    int t = q0 + threadIdx.x % BQ;
-    if (threadIdx.x < BQ) {
-        stat = t < T ? lse_h[t] * FA_LOG2E : INFINITY;
-    } else if (threadIdx.x < 2 * BQ) {
-        stat = t < T ? D_h[t] : 0.0f;
+struct FaQueryStep {
+    FaTilePair<BQ, HSP> qdo;
+    float stat = 0.0f;
+    __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse_h, const float* D_h,
+                                          int q0) {
+        qdo.fetch(qs, dos, q0);
+        int t = q0 + threadIdx.x % BQ;
+        if (threadIdx.x < BQ) {
+            stat = t < qs.T ? lse_h[t] * FA_LOG2E : INFINITY;
+        } else if (threadIdx.x < 2 * BQ) {
+            stat = t < qs.T ? D_h[t] : 0.0f;
+        }
     }
-}
+    __device__ __forceinline__ void put(floatX* QD, float* ST, int ldx, int u, const FaRows& qs, const FaRows& dos,
+                                        int q0) {
+        qdo.put(QD + 2 * u * BQ * ldx, ldx, qs, dos, q0);
+        if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
+    }
+};
 
-// ... into buffer u of the shared (q, dO) tiles and (lse, D) rows (fa_put)
-template <int BQ, int HSP>
-__device__ __forceinline__ void fa_put_queries(const FaTileRegs<BQ, HSP>& qr, const FaTileRegs<BQ, HSP>& dr, float stat,
-                                               floatX* QD, float* ST, int ldx, int u, const floatX* qrows,
-                                               const floatX* dorows, int q0, int T, int C, int HS, bool wide) {
-    fa_put(qr, QD + 2 * u * BQ * ldx, ldx, qrows, 3 * (size_t)C, q0, T, HS, wide);
-    fa_put(dr, QD + (2 * u + 1) * BQ * ldx, ldx, dorows, C, q0, T, HS, wide);
-    if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
-}
-
-// The dK/dV kernel. Block (b * NH + h, split): it owns the key tiles split, split + nsplits, ... of
-// one head in turn, and for each walks the query tiles from the diagonal to the end: per warp 16 keys,
-//     S^T = K Q^T, dP^T = V dO^T (in registers), P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale,
-//     dV += P^T dO, dK += dS^T Q (accumulators in registers across the query tiles),
-// then the block's dQ contribution dS K for the query tile goes into its own fp32 slice of dq_acc
-// (stored at its first key tile, added at later ones), which flash_backward_dq_kernel sums.
+// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head in turn, each
+// walking the query steps from the diagonal to the end; per warp 16 keys. S^T, dP^T, P^T and dS^T
+// per 16 queries; dV and dK accumulate in fragments over the steps. Then the block's dQ = dS K for
+// the step goes into its own fp32 slice of dq_acc (stored at its first key tile, added at later
+// ones), the dQ fragments shared among the warps; flash_backward_dq_kernel sums the slices.
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
                              const floatX* dout, int T, int NH, int HS, int nsplits, float scale, bool wide) {
-    typedef FaBackwardSmem<HSP> L;
+    typedef FaBwd<HSP> L;
     constexpr int BQ = L::BQ, NF = HSP / 16, NQ = BQ / 16, NK = FA_KEYS / 16;
-    constexpr bool KV_REGS = FaTiles<HSP>::kv_in_registers;
+    constexpr bool KV_REGS = L::kv_in_registers;
     // the dQ tile's BQ/16 x NF fragments over the warps: FPW each, all in one 16-query row block
     constexpr int FPW = NQ * NF / FA_WARPS;
     static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
@@ -554,17 +498,19 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
     floatX* Ks = (floatX*)(sm + L::kv);
     floatX* Vs = Ks + FA_KEYS * L::LDX;
-    floatX* QD = (floatX*)(sm + L::qdo);    // buffer u: q at QD + 2u * BQ * LDX, dO after it
-    float* ST = (float*)(sm + L::stats);    // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
-    floatX* PT = (floatX*)(sm + L::pt);     // P^T (FA_KEYS x BQ)
-    floatX* dST = PT + FA_KEYS * L::LDP;    // dS^T
+    floatX* QD = (floatX*)(sm + L::qdo);  // buffer u: q at QD + 2u * BQ * LDX, dO after it
+    float* ST = (float*)(sm + L::stats);  // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
+    floatX* PT = (floatX*)(sm + L::pt);   // P^T (FA_KEYS x BQ)
+    floatX* dST = PT + FA_KEYS * L::LDP;  // dS^T
     float* idx_tile = (float*)(sm + L::idx);
     int warp = threadIdx.x / 32, r0 = warp * FA_ROWS;
 
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS, split = blockIdx.y;
     size_t stride = 3 * (size_t)C;
     const floatX* qrows = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dorows = dout + (size_t)b * T * C + h * HS;
+    const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
+                 vs = {qrows + 2 * C, stride, T, HS, wide},
+                 dos = {dout + (size_t)b * T * C + h * HS, (size_t)C, T, HS, wide};
     const float* lse_h = lse + (size_t)bh * T;
     const float* D_h = D + (size_t)bh * T;
     int nkt = (T + FA_KEYS - 1) / FA_KEYS, Tp = (T + BQ - 1) / BQ * BQ;
@@ -572,21 +518,18 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     const float scale_log2 = scale * FA_LOG2E;
     fa_fill_index_tile(idx_tile);
 
-    FaTileRegs<BQ, HSP> qr, dr;
-    float stat = 0.0f;  // threads 0 .. 2BQ-1: lse (log2 units) or D of one query
+    FaQueryStep<BQ, HSP> next;
     for (int kt = split; kt < nkt; kt += nsplits) {
         const int k0 = kt * FA_KEYS;
         __syncthreads();  // the previous key tile's last reads of shared memory are done
         {
-            FaTileRegs<FA_KEYS, HSP> kr, vr;
-            fa_fetch(kr, qrows + C, stride, k0, T, HS, wide);
-            fa_fetch(vr, qrows + 2 * C, stride, k0, T, HS, wide);
-            fa_put(kr, Ks, L::LDX, qrows + C, stride, k0, T, HS, wide);
-            fa_put(vr, Vs, L::LDX, qrows + 2 * C, stride, k0, T, HS, wide);
+            FaTilePair<FA_KEYS, HSP> kv;
+            kv.fetch(ks, vs, k0);
+            kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
         }
-        // the first query tile: the one holding the diagonal (BQ divides FA_KEYS)
-        fa_fetch_queries(qr, dr, stat, qrows, dorows, lse_h, D_h, k0, T, C, HS, wide);
-        fa_put_queries(qr, dr, stat, QD, ST, L::LDX, 0, qrows, dorows, k0, T, C, HS, wide);
+        // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
+        next.fetch(qs, dos, lse_h, D_h, k0);
+        next.put(QD, ST, L::LDX, 0, qs, dos, k0);
         __syncthreads();
         FaAcc idx, dk[NF], dv[NF];
         fa_load_acc(idx, idx_tile, 16);
@@ -601,7 +544,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         }
         for (int q0 = k0, u = 0; q0 < T; q0 += BQ, u ^= 1) {
             const bool more = q0 + BQ < T;
-            if (more) { fa_fetch_queries(qr, dr, stat, qrows, dorows, lse_h, D_h, q0 + BQ, T, C, HS, wide); }
+            if (more) { next.fetch(qs, dos, lse_h, D_h, q0 + BQ); }
             const floatX* Qs = QD + 2 * u * BQ * L::LDX;
             const floatX* dOs = Qs + BQ * L::LDX;
             const float* lse2 = ST + 2 * u * BQ;
@@ -648,8 +591,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
                     fa_mma(dk[c], da, qb);
                 }
             }
-            if (more) { fa_put_queries(qr, dr, stat, QD, ST, L::LDX, u ^ 1, qrows, dorows, q0 + BQ, T, C, HS, wide); }
-            __syncthreads();  // every warp's dS^T rows are in place (and the next query tile)
+            if (more) { next.put(QD, ST, L::LDX, u ^ 1, qs, dos, q0 + BQ); }
+            __syncthreads();  // every warp's dS^T rows are in place (and the next query step)
             // dQ (+)= dS K: this warp's FPW fragments of the BQ x HSP tile, all in query rows 16 qb..
             {
                 const int f0 = warp * FPW, qb = f0 / NF, c0 = f0 % NF;
@@ -676,13 +619,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         // dK and dV rows of this key tile into dqkv, staged in fp32 where the keys and values were
         float* stage = (float*)(sm + L::kv) + r0 * L::LDO;
         floatX* dkrows = dqkv + (size_t)b * T * stride + C + h * HS;
-        for (int c = 0; c < NF; c++) { fa_store_acc(stage + 16 * c, dk[c], L::LDO); }
+        fa_store_rows<HSP>(dkrows, stride, dk, stage, L::LDO, k0 + r0, T, HS, wide);
         __syncwarp(0xffffffffu);
-        fa_write_rows<FA_ROWS, HSP>(dkrows, stride, stage, L::LDO, k0 + r0, T, HS, wide);
-        __syncwarp(0xffffffffu);
-        for (int c = 0; c < NF; c++) { fa_store_acc(stage + 16 * c, dv[c], L::LDO); }
-        __syncwarp(0xffffffffu);
-        fa_write_rows<FA_ROWS, HSP>(dkrows + C, stride, stage, L::LDO, k0 + r0, T, HS, wide);
+        fa_store_rows<HSP>(dkrows + C, stride, dv, stage, L::LDO, k0 + r0, T, HS, wide);
     }
 }
 
@@ -692,7 +631,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
 template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
-    constexpr int per_row = HSP / FA_VEC, BQ = FaTiles<HSP>::bwd_queries;
+    constexpr int per_row = HSP / FA_VEC, BQ = FaBwd<HSP>::BQ;
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)B * NH * T * per_row) { return; }
     int c = (int)(i % per_row) * FA_VEC;
@@ -725,43 +664,33 @@ __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int 
 // ----------------------------------------------------------------------------
 // host side
 
-// the padded head size the kernels run HS at (16, 32, 64 or 128), 0 past FA_MAX_HS
-static inline int flash_padded_hs(int HS) {
-    for (int p = 16; p <= FA_MAX_HS; p *= 2) {
-        if (HS >= 1 && HS <= p) { return p; }
-    }
-    return 0;
-}
-
-// f(FaHS<HSP>()) for a padded head size known at run time: the one place that lists them
-template <int HSP>
-struct FaHS {
-    static constexpr int value = HSP;
+// the kernels and sizes of one padded head size: the one table of the four instantiations
+struct FaConfig {
+    int hsp, bwd_queries;  // padded head size, queries per backward step
+    size_t fwd_smem, bwd_smem;
+    decltype(&flash_forward_kernel<16>) forward;
+    decltype(&flash_backward_kv_kernel<16>) backward_kv;
+    decltype(&flash_backward_dq_kernel<16>) backward_dq;
+    bool smem_allowed;  // the shared memory above 48 KiB is allowed once per kernel
 };
-template <typename F>
-static inline auto flash_at_padded_hs(int HSP, F f) {
-    switch (HSP) {
-        case 16: return f(FaHS<16>());
-        case 32: return f(FaHS<32>());
-        case 64: return f(FaHS<64>());
-        default: return f(FaHS<FA_MAX_HS>());  // 128: callers check flash_padded_hs first
-    }
+template <int HSP>
+static FaConfig fa_config() {
+    return {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
+            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>, false};
 }
 
-// the shared memory of the two tile kernels (bytes), and the queries per backward step
-static inline size_t flash_forward_smem(int HSP) {
-    return flash_at_padded_hs(HSP, [](auto hs) { return FaForwardSmem<decltype(hs)::value>::bytes; });
-}
-static inline size_t flash_backward_smem(int HSP) {
-    return flash_at_padded_hs(HSP, [](auto hs) { return FaBackwardSmem<decltype(hs)::value>::bytes; });
-}
-static inline int flash_backward_queries(int HSP) {
-    return flash_at_padded_hs(HSP, [](auto hs) { return FaTiles<decltype(hs)::value>::bwd_queries; });
+// the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
+static FaConfig* flash_config(int HS) {
+    static FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
+    for (FaConfig& k : table) {
+        if (HS >= 1 && HS <= k.hsp) { return &k; }
+    }
+    return NULL;
 }
 
 // whether the kernels take head size HS (no GPU needed): 0 and a reason (one line) if not
 static int flash_head_size_supported(int HS, char* why, size_t cap) {
-    if (flash_padded_hs(HS) == 0) {
+    if (flash_config(HS) == NULL) {
         snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
         return 0;
     }
@@ -771,10 +700,11 @@ static int flash_head_size_supported(int HS, char* why, size_t cap) {
 // ... and on this GPU (their shared memory per block)
 static int flash_attention_supported(int HS, char* why, size_t cap) {
     if (!flash_head_size_supported(HS, why, cap)) { return 0; }
-    int HSP = flash_padded_hs(HS), dev = 0, limit = 0;
+    const FaConfig* k = flash_config(HS);
+    int dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    size_t need = flash_forward_smem(HSP) > flash_backward_smem(HSP) ? flash_forward_smem(HSP) : flash_backward_smem(HSP);
+    size_t need = k->fwd_smem > k->bwd_smem ? k->fwd_smem : k->bwd_smem;
     if (need > (size_t)limit) {
         snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
         return 0;
@@ -792,8 +722,8 @@ static inline int flash_dq_splits(int BNH, int T) {
 // the fp32 floats of the dQ accumulator a backward pass at (B, T) with nsplits splits needs:
 // (nsplits, B*NH, T padded to whole query steps, HS padded)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
-    int HSP = flash_padded_hs(HS), BQ = flash_backward_queries(HSP);
-    return (size_t)nsplits * B * NH * ((size_t)ceil_div(T, BQ) * BQ) * HSP;
+    const FaConfig* k = flash_config(HS);
+    return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
 
 // ... enough for any backward pass at up to (B, T) with flash_dq_splits (fewer rows may take more
@@ -807,49 +737,19 @@ static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
     return most;
 }
 
-// whether the kernels may use 16-byte accesses: HS a whole number of vectors, the tensors aligned
-static inline bool flash_wide(int HS, const void* const* p, int n) {
-    if (HS % FA_VEC != 0) { return false; }
-    for (int i = 0; i < n; i++) {
-        if ((uintptr_t)p[i] % 16 != 0) { return false; }
+// the configuration of head size HS, its kernels allowed their shared memory, and whether the
+// kernels may use 16-byte accesses (HS a whole number of vectors, the n tensors p aligned)
+static FaConfig* flash_prepare(int HS, const void* const* p, int n, bool* wide) {
+    FaConfig* k = flash_config(HS);
+    if (!k->smem_allowed) {
+        const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+        cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
+        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
+        k->smem_allowed = true;
     }
-    return true;
-}
-
-// the dynamic shared memory a kernel needs above 48 KiB is allowed once per kernel
-template <typename K>
-static void flash_allow_smem(K kernel, size_t bytes) {
-    cudaCheck(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
-template <int HSP>
-static void flash_forward_launch(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS, bool wide) {
-    static bool allowed = false;
-    if (!allowed) {
-        flash_allow_smem(flash_forward_kernel<HSP>, FaForwardSmem<HSP>::bytes);
-        allowed = true;
-    }
-    dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
-    float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
-    flash_forward_kernel<HSP><<<grid, FA_THREADS, FaForwardSmem<HSP>::bytes>>>(out, lse, qkv, T, NH, HS, scale_log2, wide);
-    cudaCheckLaunch();
-}
-
-template <int HSP>
-static void flash_backward_launch(floatX* dqkv, float* dq_acc, const float* D, const floatX* dout, const floatX* qkv,
-                                  const float* lse, int B, int T, int NH, int HS, int nsplits, bool wide) {
-    static bool allowed = false;
-    if (!allowed) {
-        flash_allow_smem(flash_backward_kv_kernel<HSP>, FaBackwardSmem<HSP>::bytes);
-        allowed = true;
-    }
-    dim3 grid(B * NH, nsplits);
-    flash_backward_kv_kernel<HSP><<<grid, FA_THREADS, FaBackwardSmem<HSP>::bytes>>>(
-        dqkv, dq_acc, lse, D, qkv, dout, T, NH, HS, nsplits, 1.0f / sqrtf((float)HS), wide);
-    cudaCheckLaunch();
-    long threads = (long)B * NH * T * (HSP / FA_VEC);
-    flash_backward_dq_kernel<HSP><<<ceil_div(threads, 256), 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
-    cudaCheckLaunch();
+    *wide = HS % FA_VEC == 0;
+    for (int i = 0; i < n; i++) { *wide = *wide && (uintptr_t)p[i] % 16 == 0; }
+    return k;
 }
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C). HS = C / NH must be supported
@@ -857,10 +757,13 @@ static void flash_backward_launch(floatX* dqkv, float* dq_acc, const float* D, c
 static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
     const void* ptrs[] = {out, qkv};
-    bool wide = flash_wide(HS, ptrs, 2);
-    flash_at_padded_hs(flash_padded_hs(HS), [&](auto hs) {
-        flash_forward_launch<decltype(hs)::value>(out, lse, qkv, B, T, NH, HS, wide);
-    });
+    bool wide;
+    const FaConfig* k = flash_prepare(HS, ptrs, 2, &wide);
+    auto forward = k->forward;
+    dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
+    float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
+    forward<<<grid, FA_THREADS, k->fwd_smem>>>(out, lse, qkv, T, NH, HS, scale_log2, wide);
+    cudaCheckLaunch();
 }
 
 // dqkv (B, T, 3C; every element overwritten) from dout = dL/d(attention output rows). out and lse are
@@ -869,12 +772,19 @@ static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, cons
                                      const floatX* out, const float* lse, int B, int T, int C, int NH, int nsplits) {
     int HS = C / NH;
     const void* ptrs[] = {dqkv, dout, qkv, out};
-    bool wide = flash_wide(HS, ptrs, 4);
+    bool wide;
+    const FaConfig* k = flash_prepare(HS, ptrs, 4, &wide);
+    auto backward_kv = k->backward_kv;
+    auto backward_dq = k->backward_dq;
     flash_backward_dot_kernel<<<ceil_div((long)B * T * NH, 256), 256>>>(D, dout, out, B, T, NH, HS, wide);
     cudaCheckLaunch();
-    flash_at_padded_hs(flash_padded_hs(HS), [&](auto hs) {
-        flash_backward_launch<decltype(hs)::value>(dqkv, dq_acc, D, dout, qkv, lse, B, T, NH, HS, nsplits, wide);
-    });
+    dim3 grid(B * NH, nsplits);
+    float scale = 1.0f / sqrtf((float)HS);
+    backward_kv<<<grid, FA_THREADS, k->bwd_smem>>>(dqkv, dq_acc, lse, D, qkv, dout, T, NH, HS, nsplits, scale, wide);
+    cudaCheckLaunch();
+    int dq_blocks = ceil_div((long)B * NH * T * (k->hsp / FA_VEC), 256);
+    backward_dq<<<dq_blocks, 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
+    cudaCheckLaunch();
 }
 
 #endif  // ATTENTION_CUH
