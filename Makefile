@@ -101,7 +101,7 @@ ifeq ($(PRECISION),FP32)
 else ifneq ($(PRECISION),BF16)
   $(error PRECISION must be BF16 or FP32, not $(PRECISION))
 endif
-CUDA_SOURCES = train_gpt2.cu siamese.cuh attention.cuh $(COMMON_HEADERS)
+CUDA_SOURCES = train_gpt2.cu attention.cuh $(COMMON_HEADERS)
 
 # rebuild the CUDA binaries when PRECISION or GPU_ARCH change
 # several GPUs (common/dist.h, doc/distributed.md): the trainer gets MPI (to launch) where the C
@@ -134,18 +134,11 @@ train_gpt2cu_fp32: $(CUDA_SOURCES) .cuda_flags
 test_gpt2cu_fp32: test_gpt2.cu $(CUDA_SOURCES) .cuda_flags
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
-# siamese.cuh compiles with only the names its header lists (tests/check_siamese_cuh.cu), both precisions
-SIAMESE_CHECKS = tests/bin/check_siamese_cuh_bf16.o tests/bin/check_siamese_cuh_fp32.o
-tests/bin/check_siamese_cuh_bf16.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
-tests/bin/check_siamese_cuh_fp32.o: tests/check_siamese_cuh.cu siamese.cuh .cuda_flags | tests/bin
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 -c $< -o $@
-
 # every check runs, whatever the one before it says, and each result is named. The command-line
 # test needs no GPU: train_gpt2cu reads flags, data and checkpoint before it looks for one.
 check-cuda: train_gpt2 tests/bin/mkshard
 	@if command -v $(NVCC) > /dev/null 2>&1; then \
-		$(MAKE) --no-print-directory $(SIAMESE_CHECKS) train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) || exit 1; \
+		$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 PRECISION=BF16 WERROR=$(WERROR) || exit 1; \
 		./test_gpt2cu; bf16=$$?; ./test_gpt2cu_fp32; fp32=$$?; bash tests/test_train_cu_cli.sh; cli=$$?; \
 		echo "check-cuda: test_gpt2cu (bf16) exit $$bf16, test_gpt2cu_fp32 exit $$fp32, tests/test_train_cu_cli.sh exit $$cli"; \
 		[ $$bf16 = 0 ] && [ $$fp32 = 0 ] && [ $$cli = 0 ]; \

@@ -64,6 +64,14 @@ kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gp
 #include "common/debug_state.h"
 #include "common/train_loop.h"  // grad_clip_scale
 
+// the global L2 norm of all gradients and an AdamW step of all parameters (the trainer works on
+// ranges: a rank's shard)
+static float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
+static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                        int t) {
+    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
+}
+
 #ifdef ENABLE_FP32
 static const float TOL_ACTS = 2e-5f;
 static const float TOL_LOSS = 1e-5f;
@@ -140,16 +148,16 @@ static void download(float* out, floatX* tmp, const floatX* src, size_t count) {
 
 static const float* gpu_tensor(void* ctx, const DumpTensor* t) {
     GpuTensors* gt = (GpuTensors*)ctx;
-    const ActivationsX* a = &gt->m->ax;
+    const ActivationTensors* acts = &gt->m->acts;
     size_t N = (size_t)gt->m->cur_B * gt->m->cur_T * gt->m->config.channels, k = (size_t)t->k;
     if (t->kind == DT_DX) { return gt->captured + 2 * k * N; }
     if (t->kind == DT_DY) { return gt->captured + (2 * k + 1) * N; }
-    const floatX* fields[NUM_DUMP_FIELDS] = {a->resx, a->resy, a->lnx, a->lnsum, a->blockin, a->qkv, a->atty,
-                                             a->fch, a->fch_gelu, a->blockout, a->lnfsum, a->lnf, a->logits};
+    const floatX* fields[NUM_DUMP_FIELDS] = {acts->resx, acts->resy, acts->lnx, acts->lnsum, acts->blockin, acts->qkv, acts->atty,
+                                             acts->fch, acts->fch_gelu, acts->blockout, acts->lnfsum, acts->lnf, acts->logits};
     size_t offset, count = t->rows * t->stride;
     download(gt->host, gt->hostx, fields[dump_tensor_source(t, N, &offset)] + offset, count);
     if (t->kind == DT_LNY) {
-        download(gt->host2, gt->hostx, a->lnx + offset, count);
+        download(gt->host2, gt->hostx, acts->lnx + offset, count);
         for (size_t i = 0; i < count; i++) { gt->host[i] -= gt->host2[i]; }
     }
     return gt->host;
@@ -187,7 +195,7 @@ static void gpu_tensors_free(GpuTensors* gt) {
 static float dlogits_error(GpuTensors* gt, const float* logits, const int* targets) {
     GPT2* m = gt->m;
     size_t BT = (size_t)m->cur_B * m->cur_T, V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    download(gt->host, gt->hostx, m->ax.logits, BT * Vp);
+    download(gt->host, gt->hostx, m->acts.logits, BT * Vp);
     double worst = 0.0, scale = 0.0;
     for (size_t r = 0; r < BT; r++) {
         const float* l = logits + r * Vp;
@@ -214,7 +222,7 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
     snprintf(model_path, sizeof(model_path), "%s/%s/model.bin", dir, folder);
     snprintf(state_path, sizeof(state_path), "%s/%s/debug_state.bin", dir, folder);
     GPT2 model;
-    gpt2_host_from_checkpoint(&model, model_path);
+    gpt2_build_from_checkpoint(&model, model_path);
     gpt2_upload_params(&model);
     const GPT2Config* cfg = &model.config;
     if (cfg->norm_mode != mode) {
@@ -237,7 +245,7 @@ static int test_mode(const char* dir, const char* folder, NormMode mode) {
     failures += report_tensors_determinable("forward", ds.fwd, ds.n_fwd, L, gpu_tensor, &gt, TOL_ACTS, &undetermined);
     size_t n_logits = (size_t)ds.B * ds.T * cfg->padded_vocab_size;
     float* logits = (float*)malloc_check(n_logits * sizeof(float), "logits");
-    download(logits, gt.hostx, model.ax.logits, n_logits);
+    download(logits, gt.hostx, model.acts.logits, n_logits);
     gpt2_forward(&model, ds.inputs, ds.targets, ds.B, ds.T);
     failures += report_determinable("loss", fabsf(model.mean_loss - ds.loss) / fabsf(ds.loss), *ds.loss_yard, TOL_LOSS,
                                     &undetermined);

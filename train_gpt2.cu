@@ -1,17 +1,16 @@
 /*
-train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision (with siamese.cuh).
+train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision.
 
 What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
 that share every attention and MLP block). This file is the GPU version of that CPU reference,
 with the same structure, the same command line, the same checkpoints and the same step line
-(plus MFU). The two-stream kernels of SiameseNorm live in siamese.cuh, which reads as a tutorial
-of its own; it is included below where the forward pass first needs it.
+(plus MFU). Flash attention is a chapter of its own, attention.cuh, included where the forward
+pass first needs it.
 
 Precision (the default BF16 build):
   - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
-    working copy that the forward and backward passes read; a copy-down kernel refreshes the
-    working copy after every AdamW step;
+    working copy that the forward and backward passes read; AdamW refreshes the working copy;
   - activations (the streams, LN outputs, qkv, attention output, MLP hidden, logits): bf16;
   - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
     of every LayerNorm input are fp32 too (they are sums over many layers);
@@ -26,27 +25,22 @@ added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the GELU backward fused into the
 down-projection's input gradient (DGELU). The GELU forward is a kernel of its own on the stored
 pre-activation (not the GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before
 rounding): then the backward's recompute (-r 1, 2) rebuilds its output from that same stored
-pre-activation with the same kernel, bit for bit. Where the library offers no algorithm for the
-DGELU epilogue, where the ones it offers fail at run time, or where 4C breaks the epilogue's
-alignment rule (odd C), the GELU kernel runs instead (TRAIN_GPT2CU_NO_GELU_FUSION=1 forces that,
-for debugging). Bias gradients come from a
-deterministic column-sum kernel (not the BGRADB epilogue: that one overwrites, and gradient
-accumulation needs +=). Attention is not a cuBLASLt call: flash attention (attention.cuh), tile
-products on tensor cores with no T x T tensor, for head sizes 1 to 128.
+pre-activation with the same kernel, bit for bit. Where the library runs no fused DGELU epilogue
+for a shape, the GELU kernel runs.
+Bias gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
+gradient accumulation needs +=).
 
-Determinism. Every kernel here computes each output element in a fixed order: no atomics
-anywhere (the embedding gradient, where a token repeats, is grouped by token on the host first;
-attention's dQ, a sum over key tiles that different blocks own, goes through per-block fp32
-slices added in a fixed order).
-So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm choices;
-cuBLASLt itself is deterministic for a given algorithm and workspace (we never use split-k
-atomics modes explicitly; the heuristic's choice could in principle differ between library
-versions or GPUs).
+Determinism. Every kernel here computes each output element in a fixed order that depends only
+on the problem sizes: no atomics anywhere (the embedding gradient, where a token repeats, is
+grouped by token on the host first; attention's dQ goes through per-block fp32 slices added in a
+fixed order). So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm
+choices (cuBLASLt is deterministic for a given algorithm and workspace).
 
-How to read this file: Part 1 holds the kernels in forward order, each with its backward next to
-it; Part 2 the model (parameters, activations, forward, backward, AdamW); Part 3 hands it to the
-training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through
-one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+How to read this file: Part 0 holds the precision, the error checks and the row helpers; Part 1
+the kernels in forward order, each with its backward next to it; Part 2 the model (parameters,
+activations, forward, backward, AdamW); Part 3 hands it to the training loop shared with
+train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through one step). Backward
+functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
@@ -123,6 +117,22 @@ static inline void cublas_check(cublasStatus_t st, const char* call, const char*
 }
 #define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
 
+static void* cuda_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
+// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
+// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
+static void* pinned_malloc_check(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
+    return p;
+}
+
 // Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
 static int cuda_device_usable(char* msg, size_t cap) {
     int n = 0;
@@ -172,11 +182,10 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// W consecutive elements of type T, read or written as one access. The row kernels that take a
-// width W are written once for W = 1 (any C: lane i walks the columns i, i + 32, ...) and for
-// W = VEC_X (where the row allows it, see row_width: lane i owns the 16-byte vectors i, i + 32, ...
-// of the row; rows of fp32 gradients then move W floats at a time, two 16-byte accesses in the
-// bf16 build)
+// Row kernels give each row of a (N, C) tensor to one warp, and warp shuffles combine the lanes'
+// partial sums (in fp32). They take a width W: with W = 1 (any C) lane i walks the columns i,
+// i + 32, ...; with W = VEC_X (where the row allows it, row_width) lane i owns the 16-byte vectors
+// i, i + 32, ... of the row. Pack is W consecutive elements of type T, read or written as one access.
 template <typename T, int W>
 struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
     T v[W];
@@ -184,7 +193,6 @@ struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
 
 // 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
 #define VEC_X ((int)(16 / sizeof(floatX)))
-typedef Pack<floatX, VEC_X> VecX;
 
 // whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
 static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
@@ -204,8 +212,6 @@ static int row_width(size_t C, const void* const* p, int n) {
     return VEC_X;
 }
 
-// Row kernels give each row of a (N, C) tensor to one warp: lane i handles columns i, i+32, ...
-// and warp shuffles combine the per-lane partial sums (in fp32).
 #define ROW_WARPS 8  // warps per block of a row kernel (256 threads)
 
 static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
@@ -242,27 +248,15 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
     if (out2) { out2[i] = (floatX)e; }
 }
 
-// The backward pass scatter-adds each row of dL/de into wte[token] and wpe[t]. A token can appear
-// many times in a batch (a few tokens, "the" or ",", fill several percent of it), so instead of
-// atomics the host makes a work list from the tokens alone (token_chunks_build, while the GPU runs
-// the forward pass): the positions grouped by token (tokens in order of first appearance,
-// positions increasing), each group cut into chunks of EMBED_CHUNK positions (the last one
-// shorter). Then
-//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in increasing order; a
-//     token with one chunk adds that sum into its row of dwte, the chunks of a token with several
-//     write their sums to partial rows (scratch of the backward pass);
-//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in chunk
-//     order into its row of dwte.
-// No block sums more than EMBED_CHUNK rows, however the tokens are spread, and every sum has an
-// order fixed by the tokens: deterministic, on any GPU. In siamese mode dL/de = dx + dy.
-//
-// Per launch at d12, B = 64, T = 1024 (65536 positions, C = 768, siamese): wte_chunk_kernel reads
-// dx and dy once (2 x 65536 x 768 x 4 bytes = 403 MB; pre/post modes, dx alone: 201 MB), reads and
-// writes the dwte rows of the U distinct tokens (U x 768 x 8 bytes, at most 309 MB for U = V =
-// 50257) and writes a partial row per chunk of a token with several (3 KB each); wte_finish_kernel
-// reads those back (a token filling half the batch has 512 chunks: 1.6 MB) and adds into its rows.
-// 2 x 65536 x 768 = 1.0e8 flops (one add for dx + dy, one into the sum). Lower bound at 3.35 TB/s:
-// 0.12 ms for dx, dy, plus up to 0.09 ms for the dwte rows.
+// The backward pass scatter-adds each row of dL/de (dx, plus dy in siamese mode) into wte[token]
+// and wpe[t]. A token can appear many times in a batch, so, with no atomics, the host makes a work
+// list from the tokens alone (token_chunks_build, while the GPU runs the forward pass): the
+// positions grouped by token, each group cut into chunks of EMBED_CHUNK positions. Then
+//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in order; a token with
+//     one chunk adds that sum into its row of dwte, the chunks of a token with several write
+//     partial rows;
+//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in order.
+// No block sums more than EMBED_CHUNK rows, and every sum has an order fixed by the tokens.
 
 #define EMBED_CHUNK 64     // positions per chunk
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
@@ -286,6 +280,24 @@ typedef struct {
     int* group_token;             // host (BT) scratch: the token of each group
     int* group_end;               // host (BT) scratch: the end of each group in pos
 } TokenChunks;
+
+static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
+    tc->BT = BT;
+    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
+    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
+    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
+    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+}
+
+static void token_chunks_free(TokenChunks* tc) {
+    cudaCheck(cudaFreeHost(tc->list));
+    cudaCheck(cudaFree(tc->d_list));
+    free(tc->group_of_token);
+    free(tc->group_token);
+    free(tc->group_end);
+}
 
 // the work list of the BT tokens (tc->list; the upload is the caller's)
 static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
@@ -370,7 +382,7 @@ __global__ void wte_finish_kernel(float* dwte, const float* partials, const int*
     int k = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) { return; }
     float sum = 0.0f;
-    for (int s = split_first[k]; s < split_first[k + 1]; s++) { sum += partials[(size_t)s * C + c]; }
+    for (int slot = split_first[k]; slot < split_first[k + 1]; slot++) { sum += partials[(size_t)slot * C + c]; }
     dwte[(size_t)split_token[k] * C + c] += sum;
 }
 
@@ -409,13 +421,11 @@ __global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* d
 // One warp per row; the statistics in fp32, two passes (mean, then the variance around it). The
 // forward saves mean and rstd; the backward recomputes xhat = (x - mean) * rstd from x.
 
-// A row kernel keeps what it reads of a row in registers, so that its later passes over the row
-// cost no memory traffic: lane `lane` holds its vectors i = (lane + 32 k) W, k < HeldRow::K, the
-// first ROW_HELD_COLS columns of the row at any width W (a whole row of GPT-2 124M or 350M). A
-// longer row reads the columns past those from memory again at each pass (L1 or L2: the warp has
-// just read them). for_lane_vectors walks the lane's vectors in column order, the held ones in a
-// loop of constant trip count that nvcc unrolls, so that held(h, k, i) is a register there and a
-// load past them (nvcc --resource-usage: no stack frame, no spills in any kernel that holds rows).
+// A row kernel keeps what it reads of a row in registers (HeldRow), so that its later passes over
+// the row cost no memory traffic: lane `lane` holds its vectors i = (lane + 32 k) W, k < K, the
+// first ROW_HELD_COLS columns (a whole row of GPT-2 124M or 350M); a longer row reads the columns
+// past those again at each pass (from L1 or L2). for_lane_vectors walks the held vectors in a loop
+// of constant trip count that nvcc unrolls, so that held(h, k, i) is a register there.
 #define ROW_HELD_COLS 1024
 
 template <typename T, int W>
@@ -457,9 +467,14 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
     return h;
 }
 
+// the statistics of one row that a LayerNorm saves
+struct LnStats {
+    float mean, rstd;
+};
+
 // mean and rstd of a held row (every lane gets them): two passes over the registers
 template <int W>
-__device__ __forceinline__ float2 held_row_stats(const HeldRow<floatX, W>& h, int C, int lane) {
+__device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, int C, int lane) {
     float sum = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> v = held(h, k, i);
@@ -472,11 +487,10 @@ __device__ __forceinline__ float2 held_row_stats(const HeldRow<floatX, W>& h, in
         for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
     });
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
-    return make_float2(mean, rstd);
+    return LnStats{mean, rstd};
 }
 
-// W elements per access (see Pack): W = VEC_X where the row width and alignment allow (row_width).
-// The row is read once (held), the statistics come from registers, out is written once.
+// the row is read once (held), the statistics come from registers, out is written once.
 // SAVED: the backward's recompute (-r 2, layernorm_recompute): mean and rstd are read, not computed,
 // and the same code rebuilds out bit for bit.
 template <int W, bool SAVED = false>
@@ -485,14 +499,14 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
-    float2 st = SAVED ? make_float2(mean[r], rstd[r]) : held_row_stats<W>(x, C, lane);
+    LnStats st = SAVED ? LnStats{mean[r], rstd[r]} : held_row_stats<W>(x, C, lane);
     floatX* o = out + (size_t)r * C;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
-        for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.x) * st.y * (float)wv.v[e] + (float)bv.v[e]); }
+        for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.mean) * st.rstd * (float)wv.v[e] + (float)bv.v[e]); }
         store_pack<W>(o + i, ov);
     });
-    if (lane == 0 && !SAVED) { mean[r] = st.x; rstd[r] = st.y; }
+    if (lane == 0 && !SAVED) { mean[r] = st.mean; rstd[r] = st.rstd; }
 }
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
@@ -514,9 +528,13 @@ static void layernorm_recompute(floatX* out, float* mean, float* rstd, const flo
 
 // Backward of one row. With g = w * dout and xhat as above:
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-// ln_backward_means returns (mean(g), mean(g * xhat)) from the held dout and x; every lane gets them.
+// ln_backward_means returns the two means from the held dout and x; every lane gets them.
+struct LnBackMeans {
+    float g, g_xhat;  // mean(g), mean(g * xhat)
+};
+
 template <int W>
-__device__ __forceinline__ float2 ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
+__device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
                                                     const floatX* w, float mean, float rstd, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
@@ -528,29 +546,22 @@ __device__ __forceinline__ float2 ln_backward_means(const HeldRow<float, W>& dou
             m2 += g * ((float)xv.v[e] - mean) * rstd;
         }
     });
-    return make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
+    return LnBackMeans{warp_sum(m1) / C, warp_sum(m2) / C};
 }
 
-__device__ __forceinline__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, float2 means) {
-    return (w * dout - means.x - (x - mean) * rstd * means.y) * rstd;
+__device__ __forceinline__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, LnBackMeans means) {
+    return (w * dout - means.g - (x - mean) * rstd * means.g_xhat) * rstd;
 }
 
 // ----------------------------------------------------------------------------
-// Column sums: out[c] += sum over the N rows of in[r][c], deterministic (no atomics). They give
-// the bias gradients of the linear layers (column_grads, in = dout) and add up the LayerNorm
-// parameter gradients that the backward row kernels sum per block of rows (ln_grads_finish, in =
-// those partial sums).
-//
-// A block of 32 x 32 threads owns 32 columns; its threads walk the rows 32 apart (a warp reads 32
-// neighbouring columns of one row: coalesced) and the 32 partial sums of each column are added in
-// a fixed order through shared memory (column_tile_sums). column_sums does that over all rows in
-// one launch: right for the few hundred partial rows of ln_grads_finish. For the N = B * T rows of
-// a bias gradient it would give too few blocks (24 at C = 768, for a GPU of 132 SMs), so
-// column_grads splits the rows into column_splits(N) chunks of at least COLUMN_CHUNK_ROWS (the
-// count depends on N only, so every GPU adds the same numbers in the same order): stage 1
-// (column_grads_kernel) writes each chunk's sums to column_partials, stage 2
-// (column_finish_kernel) adds the chunks of each column in chunk order. At N = 8192 rows and
-// C = 768: 32 chunks, 768 blocks in stage 1.
+// Column sums: out[c] += sum over the N rows of in[r][c], in a fixed order (no atomics). They give
+// the bias gradients (column_grads, in = dout) and add up the blocks' partial sums of the
+// LayerNorm parameter gradients (ln_grads_finish). A block of 32 x 32 threads owns 32 columns: its
+// threads walk the rows 32 apart (coalesced), and the 32 partial sums of each column are added in
+// order through shared memory (column_tile_sums). column_sums does that over all rows in one
+// launch, right for a few hundred rows; the B * T rows of a bias gradient would give too few
+// blocks, so column_grads splits them into column_splits(N) chunks (a count fixed by N): stage 1
+// writes each chunk's sums to column_partials, stage 2 adds the chunks of each column in order.
 template <typename Td>
 struct ColumnJob {
     float* out;    // (C) += the column sums
@@ -567,27 +578,33 @@ struct ColumnJobs {
 #define COLUMN_CHUNK_ROWS 64
 
 static int column_splits(int N) {
-    int s = ceil_div(N, COLUMN_CHUNK_ROWS);
-    return s < COLUMN_MAX_SPLITS ? s : COLUMN_MAX_SPLITS;
+    int splits = ceil_div(N, COLUMN_CHUNK_ROWS);
+    return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
 }
 
-// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols
+// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols; it grows,
+// never shrinks (one process may allocate several models)
 static float* column_partials = NULL;
 static size_t column_partials_cols = 0;
 
-// The sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x of
-// a block of 32 x 32 threads, in a fixed order: the threads walk the rows 32 apart, then the 32
-// partial sums of each column are added in order through shared memory. Returns 1 where *total
-// holds the column's sum (threadIdx.y == 0, c < C), 0 elsewhere.
+static void column_partials_reserve(size_t cols) {
+    if (cols <= column_partials_cols) { return; }
+    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
+    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
+    column_partials_cols = cols;
+}
+
+// the sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x;
+// returns 1 where *total holds it (threadIdx.y == 0, c < C), 0 elsewhere
 template <typename Td>
 __device__ int column_tile_sums(const Td* in, int C, int r_begin, int r_end, float* total) {
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x;
-    float s = 0.0f;
+    float sum = 0.0f;
     if (c < C) {
-        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) { s += (float)in[(size_t)r * C + c]; }
+        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) { sum += (float)in[(size_t)r * C + c]; }
     }
     __shared__ float part[COLUMN_TILE][COLUMN_TILE + 1];
-    part[threadIdx.y][threadIdx.x] = s;
+    part[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     if (threadIdx.y != 0 || c >= C) { return 0; }
     float t = 0.0f;
@@ -641,33 +658,35 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 // ----------------------------------------------------------------------------
 // The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r
 // dout[r][c], are sums over all N rows. The backward row kernels (layernorm_backward_kernel here,
-// siamese_input_backward_kernel in siamese.cuh) sum them as they go, with no second pass over the
-// rows. A block takes ln_block_rows(N) consecutive rows (a multiple of ROW_WARPS; the last block
-// may hold fewer) and works through them ROW_WARPS rows at a time (ln_backward_rounds):
-//   1. one warp per row: the row's reductions (the means of its LayerNorm backwards), into shared
-//      memory for step 2;
-//   2. the whole block over the columns: thread t owns the vectors of W columns t, t + 256, ... and,
-//      for each of the ROW_WARPS rows in order, reads the row's elements in its columns, writes
-//      the input gradients and adds the row's parameter-gradient terms to its running sums, which
-//      live in shared memory (n sums of C floats) but only that thread ever touches.
-// At the end each block writes its sums as one partial row per sum, (n, blocks, C) in ln_partials;
-// ln_grads_finish adds the partial rows of all blocks into the fp32 gradients (+=, column_sums).
-// The grid (at most LN_GRAD_BLOCKS blocks) and the rows of each block depend only on N, and the
-// columns each thread owns only on C and W: every GPU adds the same numbers in the same order.
+// siamese_input_backward_kernel below) sum them as they go. A block takes ln_block_rows(N)
+// consecutive rows and works through them ROW_WARPS rows at a time (ln_backward_rounds):
+//   1. one warp per row: the row's reductions (the means of its LayerNorm backwards);
+//   2. the whole block over the columns: thread t owns the vectors of W columns t, t + 256, ...;
+//      for each row of the round in order it writes the input gradients and adds the row's
+//      parameter-gradient terms to its running sums (in shared memory, touched by it alone).
+// Each block then writes its sums as partial rows, (n, blocks, C) in ln_partials, and
+// ln_grads_finish adds them into the gradients (column_sums). The grid and the rows of each block
+// depend only on N: every GPU adds the same numbers in the same order.
 
-// At most LN_GRAD_BLOCKS blocks (fewer for N < 4096): enough to give every SM of a large GPU a few
-// blocks, few enough that the partial rows stay small against the rows (9.4 MB for six sums at
-// C = 768, against 1.4 GB that the SiameseNorm backward moves at N = 65536). A first choice, to
-// tune on a GPU (dev/cuda/README.md).
+// At most LN_GRAD_BLOCKS blocks: enough to give every SM of a large GPU a few, few enough that
+// the partial rows stay small against the rows (a first choice, to tune on a GPU).
 #define LN_GRAD_BLOCKS 512
 
 // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
 static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
 static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
 
-// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols
+// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols; it grows like
+// column_partials
 static float* ln_partials = NULL;
 static size_t ln_partials_cols = 0;
+
+static void ln_partials_reserve(size_t cols) {
+    if (cols <= ln_partials_cols) { return; }
+    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
+    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
+    ln_partials_cols = cols;
+}
 
 // The rounds of one block: per_row(row, slot) by one warp per row (slot: its warp, the row's place
 // in the round), then, once every warp is done, per_column(base, rows) by the whole block for the
@@ -696,25 +715,25 @@ __device__ __forceinline__ void for_owned_vectors(int C, F f) {
 template <int W>
 __device__ __forceinline__ void ln_sums_zero(float* sums, int n, int C) {
     for_owned_vectors<W>(C, [&](int i) {
-        for (int s = 0; s < n; s++) {
-            for (int e = 0; e < W; e++) { sums[s * C + i + e] = 0.0f; }
+        for (int q = 0; q < n; q++) {
+            for (int e = 0; e < W; e++) { sums[q * C + i + e] = 0.0f; }
         }
     });
 }
 
 template <int W, int n>
 __device__ __forceinline__ void ln_sums_add(float* sums, const float (&g)[n][W], int C, int i) {
-    for (int s = 0; s < n; s++) {
-        for (int e = 0; e < W; e++) { sums[s * C + i + e] += g[s][e]; }
+    for (int q = 0; q < n; q++) {
+        for (int e = 0; e < W; e++) { sums[q * C + i + e] += g[q][e]; }
     }
 }
 
 template <int W>
 __device__ __forceinline__ void ln_sums_store(float* partials, const float* sums, int n, int C) {
     for_owned_vectors<W>(C, [&](int i) {
-        for (int s = 0; s < n; s++) {
-            float* p = partials + ((size_t)s * gridDim.x + blockIdx.x) * C + i;
-            for (int e = 0; e < W; e++) { p[e] = sums[s * C + i + e]; }
+        for (int q = 0; q < n; q++) {
+            float* p = partials + ((size_t)q * gridDim.x + blockIdx.x) * C + i;
+            for (int e = 0; e < W; e++) { p[e] = sums[q * C + i + e]; }
         }
     });
 }
@@ -736,12 +755,12 @@ static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int
     return l;
 }
 
-// grads[s] += the sum over the blocks of their partial rows of sum s, s < n (in a fixed order:
+// grads[q] += the sum over the blocks of their partial rows of sum q, q < n (in a fixed order:
 // column_sums)
 static void ln_grads_finish(float* const* grads, int n, int N, int C) {
     int blocks = ln_grad_blocks(N);
     ColumnJobs<float> jobs = {};
-    for (int s = 0; s < n; s++) { jobs.job[s] = ColumnJob<float>{grads[s], ln_partials + (size_t)s * blocks * C}; }
+    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], ln_partials + (size_t)q * blocks * C}; }
     column_sums(jobs, n, blocks, C);
 }
 
@@ -754,7 +773,7 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
                                           const floatX* inp, const floatX* w, const float* mean, const float* rstd,
                                           int N, int C, int block_rows, int accumulate) {
     extern __shared__ float sums[];           // (2, C): dw, db
-    __shared__ float2 row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
+    __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_sums_zero<W>(sums, 2, C);
     ln_backward_rounds(N, block_rows,
@@ -762,8 +781,8 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
             size_t o = (size_t)row * C;
             HeldRow<float, W> dv = held_load<float, W>(dout + o, C, lane);
             HeldRow<floatX, W> xv = held_load<floatX, W>(inp + o, C, lane);
-            float2 m = ln_backward_means<W>(dv, xv, w, mean[row], rstd[row], C, lane);
-            if (lane == 0) { row_means[slot] = m; }
+            LnBackMeans means = ln_backward_means<W>(dv, xv, w, mean[row], rstd[row], C, lane);
+            if (lane == 0) { row_means[slot] = means; }
         },
         [&](int base, int rows) {
             for_owned_vectors<W>(C, [&](int i) {
@@ -810,9 +829,302 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
 }
 
 // ----------------------------------------------------------------------------
-// the two-stream (siamese) kernels: see siamese.cuh
+// The two-stream (siamese) kernels (dev/MODEL.md). Two residual streams, X (post-norm-like) and
+// Y (pre-norm-like), share every block F (attention or MLP). Around each block, per row:
+//
+//     input side      a = LN(x; lnx)              normalise X
+//                     r = a + LN(y; lny)          both streams meet
+//                     u = LN(r; ln)               the block input
+//     the block       z = F(u)                    matmuls, attention: the expensive part, run ONCE
+//     update side     x_next = a + z / c_l        X takes the update scaled by 1/c_l
+//                     y_next = y + z              Y takes it whole (the identity path)
+//
+// and at the end the same input side merges the streams: h = LN(LN(x; lnfx) + LN(y; lnfy); lnf).
+//
+// The input side is three LayerNorms and an add, all memory-bound, so one warp per row does it all
+// with the row held in registers (HeldRow): it reads x and y once, writes a, r and u once, and
+// takes the statistics of r from the values it wrote, as rounded (the backward pass recomputes
+// r-hat from the stored r, so it sees exactly what the forward pass normalised). The update side
+// is element-wise; it runs inside the next sublayer's input kernel (or the final merge's), which
+// forms x_next and y_next in registers, writes them once and normalises them.
+//
+// Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
+//
+//     dz = dx_next / c + dy_next            (written by the input backward of the sublayer after,
+//                                            or of the final merge)
+//     ... the block's backward turns dz into du = dL/du ...
+//     dr = LN_back(du; r, ln)               the block-input LN
+//     da = dr + dx_next                     a feeds both r and x_next
+//     dy = dy_next + LN_back(dr; y, lny)    Y: identity path plus its LN
+//     dx = LN_back(da; x, lnx)              X: only through its LN
+//
+// again one row kernel (siamese_input_backward_kernel), which sums the six LayerNorm parameter
+// gradients per block of rows as it goes (ln_backward_rounds above). The streams and a, r, u are
+// floatX; the statistics and every gradient are fp32. Memory traffic per launch: dev/cuda/README.md.
 
-#include "siamese.cuh"
+// the three LayerNorms of one siamese input side, as parameters (floatX) or gradients (float)
+template <typename T>
+struct SiameseNormsT {
+    T *xw, *xb;  // LN of stream X (lnx1, lnx2 or lnfx)
+    T *yw, *yb;  // LN of stream Y (lny1, lny2 or lnfy)
+    T *w, *b;    // the LN that makes the block input (ln1, ln2 or lnf)
+};
+typedef SiameseNormsT<floatX> SiameseNorms;
+typedef SiameseNormsT<float> SiameseNormGrads;
+
+// the saved statistics, (N) floats each
+typedef struct {
+    float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;
+} SiameseStats;
+
+// The input side, forward: a = LN(x), r = a + LN(y), u = LN(r), for one row whose x and y the warp
+// holds: the statistics of x and y from registers, then a, r (held in turn, for its statistics
+// and u), u and the six statistics. a_out may be NULL (the final merge does not need a).
+// SAVED: the backward's recompute (-r 2). The six statistics are read from st instead (the forward
+// pass saved them from these very rows), and the same code then rebuilds a, r and u bit for bit.
+template <int W, bool SAVED>
+__device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
+                                  const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
+                                  int C, int lane) {
+    size_t o = (size_t)row * C;
+    LnStats x_st = SAVED ? LnStats{st.x_mean[row], st.x_rstd[row]} : held_row_stats<W>(x, C, lane);
+    LnStats y_st = SAVED ? LnStats{st.y_mean[row], st.y_rstd[row]} : held_row_stats<W>(y, C, lane);
+    // r = LN(x) + LN(y), held as stored (rounded): its statistics are taken over those values
+    HeldRow<floatX, W> r = {};
+    r.row = r_out + o;
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> xv = held(x, k, i), xw = load_pack<W>(p.xw + i), xb = load_pack<W>(p.xb + i);
+        Pack<floatX, W> yv = held(y, k, i), yw = load_pack<W>(p.yw + i), yb = load_pack<W>(p.yb + i), av, rv;
+        for (int e = 0; e < W; e++) {
+            float a = ((float)xv.v[e] - x_st.mean) * x_st.rstd * (float)xw.v[e] + (float)xb.v[e];
+            float ly = ((float)yv.v[e] - y_st.mean) * y_st.rstd * (float)yw.v[e] + (float)yb.v[e];
+            av.v[e] = (floatX)a;
+            rv.v[e] = (floatX)(a + ly);
+        }
+        if (a_out) { store_pack<W>(a_out + o + i, av); }
+        store_pack<W>(r_out + o + i, rv);
+        hold(r, k, rv);
+    });
+    LnStats r_st = SAVED ? LnStats{st.mean[row], st.rstd[row]} : held_row_stats<W>(r, C, lane);
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> rv = held(r, k, i), w = load_pack<W>(p.w + i), b = load_pack<W>(p.b + i), uv;
+        for (int e = 0; e < W; e++) { uv.v[e] = (floatX)(((float)rv.v[e] - r_st.mean) * r_st.rstd * (float)w.v[e] + (float)b.v[e]); }
+        store_pack<W>(u_out + o + i, uv);
+    });
+    if (lane == 0 && !SAVED) {
+        st.x_mean[row] = x_st.mean;
+        st.x_rstd[row] = x_st.rstd;
+        st.y_mean[row] = y_st.mean;
+        st.y_rstd[row] = y_st.rstd;
+        st.mean[row] = r_st.mean;
+        st.rstd[row] = r_st.rstd;
+    }
+}
+
+template <int W, bool SAVED = false>
+__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
+                                             const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
+    HeldRow<floatX, W> xh = held_load<floatX, W>(x + o, C, lane), yh = held_load<floatX, W>(y + o, C, lane);
+    siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+}
+
+// the width of an input side's row kernel (row_width) over its n row tensors and the six norm
+// vectors of p: VEC_X only where both allow it
+static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms p) {
+    const void* norms[] = {p.xw, p.xb, p.yw, p.yb, p.w, p.b};
+    return row_width(C, rows, n) == VEC_X ? row_width(C, norms, 6) : 1;
+}
+
+static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
+                                  const floatX* y, SiameseNorms p, int N, int C) {
+    const void* rows[] = {a_out, r_out, u_out, x, y};
+    auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    cudaCheckLaunch();
+}
+
+// the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
+// statistics the forward pass saved in st (a is not needed by the backward: not written). The same
+// row code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel
+// (this one's or the update's) made them; at either width (the width orders only the sums of
+// the statistics, which are not taken here).
+static void siamese_input_recompute(floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x, const floatX* y,
+                                    SiameseNorms p, int N, int C) {
+    const void* rows[] = {r_out, u_out, x, y};
+    auto kernel = siamese_row_width(C, rows, 4, p) == VEC_X ? siamese_input_forward_kernel<VEC_X, true>
+                                                            : siamese_input_forward_kernel<1, true>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(nullptr, r_out, u_out, st, x, y, p, N, C);
+    cudaCheckLaunch();
+}
+
+// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored;
+// the kernels that run it are the next input side's, forward and backward
+__device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
+    *x_next = (floatX)(a + z / c);
+    *y_next = (floatX)(y + z);
+}
+
+// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
+__device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
+
+// The update folded into the next input side: one warp per row forms x = a_prev + z / c and
+// y = y_prev + z in registers, writes each once (the backward pass reads them) and keeps them for
+// the input side of the row: bit-identical to an update kernel followed by
+// siamese_input_forward_kernel (dev/cuda/siamese_input_forward.cu checks that).
+template <int W>
+__global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
+                                                    const floatX* z, float c, floatX* a_out, floatX* r_out,
+                                                    floatX* u_out, SiameseStats st, SiameseNorms p, int N, int C) {
+    int row = warp_row(), lane = threadIdx.x % 32;
+    if (row >= N) { return; }
+    size_t o = (size_t)row * C;
+    HeldRow<floatX, W> xh = {}, yh = {};
+    xh.row = x + o;
+    yh.row = y + o;
+    for_lane_vectors<W>(C, lane, [&](int k, int i) {
+        Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i), zv = load_pack<W>(z + o + i);
+        Pack<floatX, W> xn, yn;
+        for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
+        store_pack<W>(x + o + i, xn);
+        store_pack<W>(y + o + i, yn);
+        hold(xh, k, xn);
+        hold(yh, k, yn);
+    });
+    siamese_input_row<W, false>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+}
+
+// x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the
+// input side of the next sublayer (or of the final merge) on them, in one kernel
+static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
+                                         const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
+                                         SiameseStats st, SiameseNorms p, int N, int C) {
+    const void* rows[] = {x, y, a_prev, y_prev, z, a_out, r_out, u_out};
+    auto kernel = siamese_row_width(C, rows, 8, p) == VEC_X ? siamese_update_input_forward_kernel<VEC_X> : siamese_update_input_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at
+// the final merge, streams_in 0, they are outputs only); du = dL/du. On exit dx = dL/dx, dy =
+// dL/dy, and the six parameter gradients have grown by this input side's share. In the rounds of
+// ln_backward_rounds:
+//   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du
+//     and r (held), then, from dr = LN_back(du) and da = dr + dx_next, those of LN_back(dr; y) and
+//     LN_back(da; x);
+//   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost
+//     two fp32 tensors written and read back), dy, dx, and the six parameter-gradient terms.
+// Given dz_prev, step 2 also writes the update backward of the sublayer before from the dx and dy
+// in registers: dz_prev = siamese_update_dz(dx, dy, c_prev) (dev/cuda/siamese_input_backward.cu
+// checks it against an element-wise kernel).
+
+// the six sums of an input side, in the order of SiameseNormsT: (xw, xb, yw, yb, w, b)
+#define SIAMESE_SUMS 6
+
+// what step 2 needs of a row besides its elements: the two means of each LN backward
+typedef struct {
+    LnBackMeans ln, y, x;
+} SiameseRowMeans;
+
+template <int W>
+__global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
+                                              float* partials, const float* du, SiameseNorms p, SiameseStats st,
+                                              const floatX* x, const floatX* y, const floatX* r, int N, int C,
+                                              int block_rows) {
+    extern __shared__ float sums[];                    // (6, C) in SIAMESE_SUMS order
+    __shared__ SiameseRowMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
+    int lane = threadIdx.x % 32;
+    ln_sums_zero<W>(sums, SIAMESE_SUMS, C);
+    ln_backward_rounds(N, block_rows,
+        [&](int row, int slot) {
+            size_t o = (size_t)row * C;
+            float mu = st.mean[row], rs = st.rstd[row];
+            HeldRow<float, W> g = held_load<float, W>(du + o, C, lane);
+            HeldRow<floatX, W> rh = held_load<floatX, W>(r + o, C, lane);
+            LnBackMeans ln_means = ln_backward_means<W>(g, rh, p.w, mu, rs, C, lane);
+            // dr = LN_back(du; r), da = dr + dx_next, and the two reductions of LN_back(dr; y) and
+            // LN_back(da; x) in one pass
+            float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
+            float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
+            for_lane_vectors<W>(C, lane, [&](int k, int i) {
+                Pack<float, W> duv = held(g, k, i), dxn = {};
+                Pack<floatX, W> rv = held(rh, k, i), wv = load_pack<W>(p.w + i);
+                Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
+                Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i);
+                if (streams_in) { dxn = load_pack<W>(dx + o + i); }
+                for (int e = 0; e < W; e++) {
+                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, ln_means);
+                    float da = dr + dxn.v[e];
+                    float gy = (float)yw.v[e] * dr, gx = (float)xw.v[e] * da;
+                    y1 += gy;
+                    y2 += gy * ((float)yv.v[e] - ymu) * yrs;
+                    x1 += gx;
+                    x2 += gx * ((float)xv.v[e] - xmu) * xrs;
+                }
+            });
+            SiameseRowMeans means = {ln_means, LnBackMeans{warp_sum(y1) / C, warp_sum(y2) / C},
+                                     LnBackMeans{warp_sum(x1) / C, warp_sum(x2) / C}};
+            if (lane == 0) { row_means[slot] = means; }
+        },
+        [&](int base, int rows) {
+            for_owned_vectors<W>(C, [&](int i) {
+                Pack<floatX, W> wv = load_pack<W>(p.w + i), yw = load_pack<W>(p.yw + i), xw = load_pack<W>(p.xw + i);
+                float g[SIAMESE_SUMS][W] = {};  // this round's terms in these columns
+                for (int j = 0; j < rows; j++) {
+                    int row = base + j;
+                    size_t o = (size_t)row * C + i;
+                    SiameseRowMeans means = row_means[j];
+                    float mu = st.mean[row], rs = st.rstd[row];
+                    float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
+                    Pack<float, W> duv = load_pack<W>(du + o), dxv = {}, dyv = {};
+                    Pack<floatX, W> rv = load_pack<W>(r + o), xv = load_pack<W>(x + o), yv = load_pack<W>(y + o), dz;
+                    if (streams_in) {
+                        dxv = load_pack<W>(dx + o);
+                        dyv = load_pack<W>(dy + o);
+                    }
+                    for (int e = 0; e < W; e++) {
+                        float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, means.ln);
+                        float da = dr + dxv.v[e];
+                        g[0][e] += da * (((float)xv.v[e] - xmu) * xrs);  // lnx: da xhat, da
+                        g[1][e] += da;
+                        g[2][e] += dr * (((float)yv.v[e] - ymu) * yrs);  // lny: dr yhat, dr
+                        g[3][e] += dr;
+                        g[4][e] += duv.v[e] * (((float)rv.v[e] - mu) * rs);  // ln: du rhat, du
+                        g[5][e] += duv.v[e];
+                        dyv.v[e] += ln_backward_value(dr, (float)yv.v[e], (float)yw.v[e], ymu, yrs, means.y);
+                        dxv.v[e] = ln_backward_value(da, (float)xv.v[e], (float)xw.v[e], xmu, xrs, means.x);
+                    }
+                    store_pack<W>(dy + o, dyv);
+                    store_pack<W>(dx + o, dxv);
+                    if (dz_prev) {
+                        for (int e = 0; e < W; e++) { dz.v[e] = (floatX)siamese_update_dz(dxv.v[e], dyv.v[e], c_prev); }
+                        store_pack<W>(dz_prev + o, dz);
+                    }
+                }
+                ln_sums_add<W>(sums, g, C, i);
+            });
+        });
+    ln_sums_store<W>(partials, sums, SIAMESE_SUMS, C);
+}
+
+// the kernel above, then the blocks' partial sums into the six parameter gradients g (+=).
+// dz_prev: where the folded update backward writes dz of the sublayer before (scale c_prev); NULL
+// for the first sublayer. streams_in: 0 at the final merge (see above).
+static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in, const float* du,
+                                   SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x,
+                                   const floatX* y, const floatX* r, int N, int C) {
+    const void* rows[] = {dx, dy, dz_prev, du, x, y, r};
+    auto kernel = siamese_row_width(C, rows, 7, p) == VEC_X ? siamese_input_backward_kernel<VEC_X> : siamese_input_backward_kernel<1>;
+    LnBackwardLaunch l = ln_backward_launch((const void*)kernel, SIAMESE_SUMS, N, C, "siamese_input_backward");
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dx, dy, dz_prev, c_prev, streams_in, ln_partials, du, p, st, x, y, r, N, C,
+                                                 l.block_rows);
+    cudaCheckLaunch();
+    float* grads[SIAMESE_SUMS] = {g.xw, g.xb, g.yw, g.yb, g.w, g.b};
+    ln_grads_finish(grads, SIAMESE_SUMS, N, C);
+}
 
 // pre and post mode: the plain residual add out = x + z
 __global__ void residual_forward_kernel(floatX* out, const floatX* x, const floatX* z, size_t n) {
@@ -844,23 +1156,19 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these: at a shape's
-// first call it builds the descriptors and asks the heuristic for its best algorithms (up to
-// LT_MAX_ALGOS, fastest first), keeping both in a plan for that shape (LtPlan below), and runs the
-// first that does not fail. It returns 0 (and runs nothing) only when allow_missing is
-// set and no algorithm ran, e.g. for a fused GELU epilogue; otherwise that is a fatal error.
+// matmul_lt is the one call behind all of these. A shape's first call builds its descriptors and
+// asks the heuristic for up to LT_MAX_ALGOS algorithms, fastest first, and keeps both in a plan
+// (LtPlan): a step makes each shape's call dozens of times, and building descriptors and asking
+// the heuristic costs more than a small matmul. It runs the first algorithm that does not fail at
+// run time and remembers it, so later calls run that one at once: the same arithmetic at every
+// step. Where none runs, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the caller
+// runs the GELU kernels) and stops the trainer otherwise.
 
 static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
-// fp32 accumulation in both builds; with fp32 data this is true fp32 (the _FAST_TF32 variant is never used)
-static const cublasComputeType_t LT_COMPUTE = CUBLAS_COMPUTE_32F;
-
-// the largest power of two (at most 256) that divides the address
-static uint32_t lt_alignment(const void* p) {
-    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
-    return (uint32_t)(v & (~v + 1));
-}
+#define LT_MAX_ALGOS 8
+#define LT_MAX_PLANS 64
 
 typedef struct {
     int m, n, k;
@@ -869,13 +1177,13 @@ typedef struct {
     int lda;
     const floatX* B;
     int ldb;
-    void* D;               // also C (beta accumulates into D)
+    void* D;                // also C (beta accumulates into D)
     cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
     int ldd;
     float alpha, beta;
     cublasLtEpilogue_t epilogue;
-    const void* bias;       // EPILOGUE_BIAS
-    void* aux;              // DGELU (read): the GELU pre-activation
+    const void* bias;  // EPILOGUE_BIAS
+    void* aux;         // DGELU (read): the GELU pre-activation
     int ld_aux;
 } MatmulSpec;
 
@@ -883,34 +1191,14 @@ typedef struct {
 static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
                               int ldb, void* D, int ldd) {
     // fields in declaration order: alpha 1, beta 0, no epilogue
-    MatmulSpec s = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                    NULL, NULL, 0};
-    return s;
+    MatmulSpec spec = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
+                       NULL, NULL, 0};
+    return spec;
 }
 
-static int matmul_fp32_out_fallback(const MatmulSpec* s);
-
-// how many of the heuristic's algorithms a matmul tries before it gives up
-#define LT_MAX_ALGOS 8
-
-// an algorithm the heuristic offered failed at run time: said once per process (it repeats every step)
-static void lt_note_failure(const MatmulSpec* s, int failed, cublasStatus_t st, const char* outcome) {
-    static int said = 0;
-    if (said) { return; }
-    said = 1;
-    printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n",
-           failed, s->m, s->n, s->k, (int)s->epilogue, cublasGetStatusString(st), outcome);
-}
-
-// A plan per matmul shape: its descriptors and the heuristic's algorithms, built at the shape's
-// first call and reused by every later one (a step makes each shape's call dozens of times, and
-// building descriptors and asking the heuristic costs more than a small matmul's run). The key is
-// everything the descriptors and the heuristic depend on but the pointers themselves: shape,
-// transposes, leading dimensions, output type, epilogue and the pointers'
-// alignments. The bias and aux pointers are set on the descriptor at each call. `next` is the
-// algorithm that ran the last time, so later calls run that one at once: the same arithmetic at
-// every step, and no algorithm that failed at run time is tried again. A full table still works:
-// the call builds a plan, uses it and destroys it.
+// A plan's key is everything its descriptors and the heuristic depend on but the pointers, of
+// which it holds the alignments (the heuristic assumes 256 bytes otherwise). The bias and aux
+// pointers are set on the descriptor at each call.
 typedef struct {
     int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
     cudaDataType_t d_type;
@@ -922,76 +1210,65 @@ typedef struct {
     LtKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulHeuristicResult_t results[LT_MAX_ALGOS];
-    int found;                 // how many algorithms the heuristic offered
-    cublasStatus_t heuristic;  // the status of the heuristic query
-    int next;                  // the first algorithm to try: the one that ran last time (found: none ran)
+    cublasLtMatmulHeuristicResult_t algos[LT_MAX_ALGOS];
+    int found;              // algorithms the heuristic offered
+    cublasStatus_t status;  // the heuristic query's
+    int next;               // the first to try: the one that ran last time (found: none runs)
 } LtPlan;
 
-#define LT_MAX_PLANS 64
 static LtPlan lt_plans[LT_MAX_PLANS];
 static int lt_num_plans = 0;
 
-static LtKey lt_key(const MatmulSpec* s) {
-    LtKey key;
-    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
-    key.m = s->m, key.n = s->n, key.k = s->k, key.transa = s->transa, key.transb = s->transb;
-    key.lda = s->lda, key.ldb = s->ldb, key.ldd = s->ldd, key.ld_aux = s->aux ? s->ld_aux : 0;
-    key.d_type = s->d_type, key.epilogue = s->epilogue;
-    // tell the heuristic how aligned our pointers really are (it assumes 256 bytes otherwise)
-    key.align_a = lt_alignment(s->A);
-    key.align_b = lt_alignment(s->B);
-    key.align_d = lt_alignment(s->D);
-    return key;
+// the largest power of two (at most 256) that divides the address
+static uint32_t lt_alignment(const void* p) {
+    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
+    return (uint32_t)(v & (~v + 1));
+}
+
+static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
 }
 
 // the per-call pointers of the epilogue
-static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* s) {
-    if (s->bias) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s->bias, sizeof(s->bias)));
-    }
-    if (s->aux) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &s->aux, sizeof(s->aux)));
-    }
+static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
+    if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &spec->bias, sizeof(spec->bias)); }
+    if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &spec->aux, sizeof(spec->aux)); }
 }
 
-static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* s) {
+static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     p->key = *key;
-    cublasCheck(cublasLtMatmulDescCreate(&p->desc, LT_COMPUTE, CUDA_R_32F));
+    // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    cublasLtEpilogue_t epi = key->epilogue;
-    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    lt_set_pointers(p->desc, s);
-    if (s->aux) {
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
+    if (key->ld_aux) {
         int64_t ld_aux = key->ld_aux;
-        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+        lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
     }
+    lt_set_pointers(p->desc, spec);
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
     cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
                                            key->transa ? key->m : key->k, key->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
                                            key->transb ? key->k : key->n, key->ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
-
-    uint64_t ws = LT_WORKSPACE_BYTES;
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = LT_WORKSPACE_BYTES;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a,
-                                                     sizeof(key->align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b,
-                                                     sizeof(key->align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_d,
-                                                     sizeof(key->align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_d,
-                                                     sizeof(key->align_d)));
-    // the heuristic's candidates, fastest first
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t aligns[4] = {key->align_a, key->align_b, key->align_d, key->align_d};
+    for (int i = 0; i < 4; i++) {
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
+    }
     p->found = 0;
-    p->heuristic = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
-                                                  p->results, &p->found);
-    if (p->heuristic != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
+    p->status = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
+                                               p->algos, &p->found);
+    if (p->status != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
     p->next = 0;
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
 }
@@ -1003,98 +1280,58 @@ static void lt_plan_destroy(LtPlan* p) {
     cublasCheck(cublasLtMatmulDescDestroy(p->desc));
 }
 
-static int matmul_lt(const MatmulSpec* s, int allow_missing) {
-    LtKey key = lt_key(s);
+static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
+    LtKey key;
+    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
+    key.m = spec->m, key.n = spec->n, key.k = spec->k, key.transa = spec->transa, key.transb = spec->transb;
+    key.lda = spec->lda, key.ldb = spec->ldb, key.ldd = spec->ldd, key.ld_aux = spec->aux ? spec->ld_aux : 0;
+    key.d_type = spec->d_type, key.epilogue = spec->epilogue;
+    key.align_a = lt_alignment(spec->A), key.align_b = lt_alignment(spec->B), key.align_d = lt_alignment(spec->D);
     LtPlan* p = NULL;
     for (int i = 0; i < lt_num_plans && p == NULL; i++) {
         if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
     }
-    LtPlan transient;
+    LtPlan transient;  // with the table full, a plan for this call only
     if (p == NULL) {
         p = lt_num_plans < LT_MAX_PLANS ? &lt_plans[lt_num_plans++] : &transient;
-        lt_plan_build(p, &key, s);
+        lt_plan_build(p, &key, spec);
     } else {
-        lt_set_pointers(p->desc, s);
+        lt_set_pointers(p->desc, spec);
     }
-
     // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
-    // and computes nothing) gives way to the next
-    int ran = 0, tried = 0;
-    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;  // the status of the last algorithm that failed
-    int i = p->next;
-    for (; i < p->found; i++) {
-        const cublasLtMatmulHeuristicResult_t* r = &p->results[i];
+    // and computes nothing) gives way to the next, and is not tried again
+    int failed = 0;
+    cublasStatus_t failure = p->status;  // the heuristic query's, then the last failed algorithm's
+    for (; p->next < p->found; p->next++) {
+        const cublasLtMatmulHeuristicResult_t* r = &p->algos[p->next];
         if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        tried++;
-        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &s->alpha, s->A, p->la, s->B, p->lb, &s->beta, s->D,
-                                           p->ld, s->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        if (st == CUBLAS_STATUS_SUCCESS) {
-            ran = 1;
-            break;
-        }
-        last = st;
+        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
+                                           spec->D, p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        if (st == CUBLAS_STATUS_SUCCESS) { break; }
+        failure = st;
+        failed++;
         (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
     }
-    p->next = i;  // the one that ran, or found: none runs
-    cublasStatus_t heuristic = p->heuristic;
+    int ran = p->next < p->found;
     if (p == &transient) { lt_plan_destroy(p); }
-    if (ran) {
-        if (tried > 1) { lt_note_failure(s, tried - 1, last, "another algorithm ran instead"); }
-        cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
-        return 1;
+    if (!ran && !allow_missing) {
+        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", spec->m, spec->n, spec->k,
+              (int)spec->epilogue, failure != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(failure) : "no algorithm offered");
     }
-    if (allow_missing) {  // the caller has another way (the GELU kernels)
-        if (tried > 0) { lt_note_failure(s, tried, last, "the GELU kernels run instead"); }
-        return 0;
+    static int noted = 0;  // said once per process: it repeats at every step
+    if (failed > 0 && !noted) {
+        noted = 1;
+        printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n", failed,
+               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(failure),
+               ran ? "another algorithm ran instead" : "the GELU kernels run instead");
     }
-    if (matmul_fp32_out_fallback(s)) { return 1; }
-    char why[160];
-    if (heuristic != CUBLAS_STATUS_SUCCESS) {
-        snprintf(why, sizeof(why), "the heuristic query failed: %s", cublasGetStatusString(heuristic));
-    } else if (tried == 0) {
-        snprintf(why, sizeof(why), "the heuristic offered no usable algorithm");
-    } else {
-        snprintf(why, sizeof(why), "all %d algorithms offered failed, the last with %s", tried, cublasGetStatusString(last));
-    }
-    fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d, output %s): %s", s->m, s->n, s->k, (int)s->epilogue, s->d_type == CUDA_R_32F ? "fp32" : "floatX", why);
-}
-
-// The fp32 gradients are written by matmuls with bf16 inputs and an fp32 output, a combination
-// cuBLASLt documents. Should a library version offer no algorithm for one, this fallback computes
-// the product (times alpha) into a bf16 buffer (allocated once, at the first use, for the largest such output:
-// lt_fallback_elems, set by gpt2_allocate) and adds it to the fp32 output with a kernel. It says so
-// once, since it costs accuracy.
-static floatX* lt_fallback = NULL;
-static size_t lt_fallback_elems = 0;
-
-__global__ void accumulate_fp32_kernel(float* d, const floatX* src, float beta, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { d[i] = (beta != 0.0f ? beta * d[i] : 0.0f) + (float)src[i]; }
-}
-
-static int matmul_fp32_out_fallback(const MatmulSpec* s) {
-    size_t n = (size_t)s->m * s->n;
-    if (sizeof(floatX) == sizeof(float) || s->d_type != CUDA_R_32F || s->ldd != s->m ||
-        s->epilogue != CUBLASLT_EPILOGUE_DEFAULT || s->alpha != 1.0f || n > lt_fallback_elems) {
-        return 0;
-    }
-    if (lt_fallback == NULL) {
-        printf("note: cuBLASLt offers no bf16 x bf16 -> fp32 matmul here; using a bf16 output plus an fp32 add\n");
-        cudaCheck(cudaMalloc((void**)&lt_fallback, lt_fallback_elems * sizeof(floatX)));
-    }
-    MatmulSpec t = *s;
-    t.D = lt_fallback;
-    t.d_type = CUDA_R_X;
-    t.beta = 0.0f;
-    matmul_lt(&t, 0);
-    accumulate_fp32_kernel<<<ceil_div((long)n, 256), 256>>>((float*)s->D, lt_fallback, s->beta, n);
-    cudaCheckLaunch();
-    return 1;
+    if (ran) { cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__); }
+    return ran;
 }
 
 // ----------------------------------------------------------------------------
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
-// (block_forward, and the backward's recompute); the backward where cuBLASLt offers no fused DGELU
+// (block_forward, and the backward's recompute); the backward where cuBLASLt runs no fused DGELU
 // epilogue for a shape (see matmul_backward_input).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
@@ -1154,32 +1391,32 @@ static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC) {
-    MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
-    s.bias = bias;
-    s.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    matmul_lt(&s, 0);
+    MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
+    spec.bias = bias;
+    spec.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    matmul_lt(&spec, 0);
 }
 
 // dinp = alpha dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre,
 // the layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
                                   int BT, int C, int OC, const floatX* gelu_pre, float alpha = 1.0f) {
-    MatmulSpec s = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
-    s.d_type = dinp_type;
-    s.alpha = alpha;
-    s.beta = beta;
+    MatmulSpec spec = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
+    spec.d_type = dinp_type;
+    spec.alpha = alpha;
+    spec.beta = beta;
     if (gelu_pre) {
         if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
-        MatmulSpec fused = s;
+        MatmulSpec fused = spec;
         fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
         fused.aux = (void*)gelu_pre;
         fused.ld_aux = C;
         if (gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
-        matmul_lt(&s, 0);
+        matmul_lt(&spec, 0);
         gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1);
         return;
     }
-    matmul_lt(&s, 0);
+    matmul_lt(&spec, 0);
 }
 
 // dW += alpha dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when
@@ -1187,20 +1424,20 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
 static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC,
                                    float alpha = 1.0f) {
     if (dbias && alpha != 1.0f) { fatal("matmul_backward_weight: a bias gradient takes alpha 1"); }
-    MatmulSpec s = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
-    s.d_type = CUDA_R_32F;
-    s.alpha = alpha;
-    s.beta = 1.0f;
-    matmul_lt(&s, 0);
+    MatmulSpec spec = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
+    spec.d_type = CUDA_R_32F;
+    spec.alpha = alpha;
+    spec.beta = 1.0f;
+    matmul_lt(&spec, 0);
     if (dbias) { column_grads(dbias, dout, BT, OC); }
 }
 
 // ----------------------------------------------------------------------------
 // causal self-attention: qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels; per
 // (b, head) out = causal softmax(q k^T / sqrt(HS)) v. Flash attention, in attention.cuh (a chapter
-// of its own, like siamese.cuh): q, k, v read straight from the qkv rows, the output written into
-// the (B, T, C) rows the projection reads, and per row a log-sum-exp saved for the backward pass
-// instead of any (B, NH, T, T) tensor. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
+// of its own): q, k, v read straight from the qkv rows, the output written into the (B, T, C)
+// rows the projection reads, and per row a log-sum-exp saved for the backward pass (no (B, NH, T,
+// T) tensor). Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
@@ -1209,33 +1446,19 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 // entries V..Vp-1 are padding) and its gradient, in ONE pass over the row:
 //     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
-// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor
-// and the backward pass starts from dlogits. dloss = 1 / (B*T), the gradient of the mean loss;
-// the backward pass applies its loss scale as the alpha of the two matmuls that read dlogits.
-// So every forward pass with targets, training or evaluation, leaves dlogits behind, not logits;
-// one without targets (sampling) runs no classifier and leaves the logits to be read.
+// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor.
+// dloss = 1 / (B*T), the gradient of the mean loss; the backward pass applies its loss scale as
+// the alpha of the two matmuls that read dlogits. So every forward pass with targets leaves
+// dlogits behind, not logits; one without targets (sampling) leaves the logits to be read.
 //
-// One block of CLASSIFIER_THREADS threads per row. Each thread holds its share of the row in
-// registers as fp32, with -inf for the padding: CLASSIFIER_PER_THREAD entries, read in units of 4
-// bytes (units t, t + CLASSIFIER_THREADS, ... for thread t: each warp access is 128 contiguous
-// bytes). Then
-//   1. the row max M: each thread's max, then block_reduce;
-//   2. e_i = exp(x_i - M), kept in the registers in place of x_i (the one expf per entry), and the
-//      row sum S of them: each thread's sum, then block_reduce;
-//   3. loss = M + log S - logit[target] (thread 0), and dlogits_i = e_i * (dloss / S), less dloss
-//      at the target, stored from the registers.
-// The row is read from memory once and written once. That holds for rows of up to CLASSIFIER_TILE
-// = 51200 entries (GPT-2's 50304 among them): classifier_kernel<true>. 50 fp32 entries per thread
-// are what 1024 threads can keep in their 64 registers without a spill (ptxas, CUDA 13, sm_90;
-// 16-byte units, 56 entries in 7 of them, spill 96 bytes per thread). A longer row takes
-// classifier_kernel<false>, the same kernel over tiles of CLASSIFIER_TILE entries, each step a
-// loop over the tiles that loads each one again (and step 3 computes its exponentials again): it
-// reads the row three times and calls expf twice per entry.
-//
-// Per launch at d12, B = 64, T = 1024 (65536 rows, V = 50257, Vp = 50304, bf16): reads and writes
-// 65536 x 50304 x 2 bytes each (6.59 GB + 6.59 GB; targets and losses 0.5 MB): 13.19 GB, 3.94 ms
-// at H100 SXM's 3.35 TB/s. 65536 x 50257 = 3.29e9 expf and about 4 flops per entry (max, subtract,
-// add, multiply): 13.2 GFLOP, far below what bounds it (memory).
+// One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD
+// entries of the row in registers as fp32 (-inf for the padding), read in 4-byte units t,
+// t + CLASSIFIER_THREADS, ... (coalesced). Then 1. the row max M (block_reduce); 2. e_i =
+// exp(x_i - M) in place of x_i, and their sum S; 3. loss = M + log S - logit[target], and
+// dlogits_i = e_i * (dloss / S), less dloss at the target. The row is read once and written once
+// for rows of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread
+// fill 1024 threads' 64 registers without a spill): classifier_kernel<true>. A longer row takes
+// classifier_kernel<false>, the same steps over tiles of the row, each loaded again per step.
 
 #define CLASSIFIER_THREADS 1024
 #define CLASSIFIER_PER_THREAD 50
@@ -1278,14 +1501,14 @@ __device__ __forceinline__ void classifier_load(float (*x)[CLASSIFIER_W], const 
 
 // x = exp(x - M) in place; returns their sum
 __device__ __forceinline__ float classifier_exp(float (*x)[CLASSIFIER_W], float M) {
-    float s = 0.0f;
+    float sum = 0.0f;
     for (int k = 0; k < CLASSIFIER_UNITS; k++) {
         for (int e = 0; e < CLASSIFIER_W; e++) {
             x[k][e] = expf(x[k][e] - M);
-            s += x[k][e];
+            sum += x[k][e];
         }
     }
-    return s;
+    return sum;
 }
 
 template <bool WHOLE_ROW>
@@ -1299,21 +1522,21 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
     int tiles = WHOLE_ROW ? 1 : ceil_div_dev(Vp, CLASSIFIER_TILE);
     float x[CLASSIFIER_UNITS][CLASSIFIER_W];
     // 1. the row max
-    float m = -INFINITY;
+    float thread_max = -INFINITY;
     for (int t = 0; t < tiles; t++) {
         classifier_load(x, l, t, V, Vp);
         for (int k = 0; k < CLASSIFIER_UNITS; k++) {
-            for (int e = 0; e < CLASSIFIER_W; e++) { m = fmaxf(m, x[k][e]); }
+            for (int e = 0; e < CLASSIFIER_W; e++) { thread_max = fmaxf(thread_max, x[k][e]); }
         }
     }
-    float M = block_reduce(m, 1, max_posts);
+    float M = block_reduce(thread_max, 1, max_posts);
     // 2. the sum of exp(x - M)
-    float s = 0.0f;
+    float thread_sum = 0.0f;
     for (int t = 0; t < tiles; t++) {
         if (!WHOLE_ROW) { classifier_load(x, l, t, V, Vp); }
-        s += classifier_exp(x, M);
+        thread_sum += classifier_exp(x, M);
     }
-    float S = block_reduce(s, 0, sum_posts);
+    float S = block_reduce(thread_sum, 0, sum_posts);
     if (threadIdx.x == 0) { losses[row] = M + logf(S) - target_logit; }
     // 3. dlogits, in place
     float scale = dloss / S;
@@ -1350,10 +1573,9 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 // optimizer kernels
 
 // partial sums of squares of the fp32 gradients, one per block; the host adds the partials in
-// order (in double). The grid is a function of n alone (norm_blocks), so every addition happens in
-// an order fixed by n: deterministic, on any GPU. Small tensors get few blocks (each thread sums at
-// least NORM_PER_THREAD elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM
-// H100 (4 resident blocks of 512 threads per SM: 528 at once).
+// order (in double). The grid is a function of n alone (norm_blocks): every addition happens in an
+// order fixed by n. Small tensors get few blocks (each thread sums at least NORM_PER_THREAD
+// elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM H100.
 #define NORM_THREADS 512
 #define NORM_MAX_BLOCKS 1024
 #define NORM_PER_THREAD 16
@@ -1401,15 +1623,41 @@ __global__ void adamw_kernel(float* param, floatX* param_x, const float* grad, f
 // Part 2: the model
 // ============================================================================
 
-// the parameters, in checkpoint order (common/params.h); siamese-only tensors are empty otherwise.
+// the parameters, in checkpoint order (common/params.h: PARAM_NAMES, fill_param_sizes), as in
+// train_gpt2.c. Per-layer tensors are stacked over the L layers; matrices are (out, in). The
+// siamese-only tensors (lnx*, lny*, lnfx*, lnfy*) are empty in pre and post mode.
 // ParameterTensors (float) points into the fp32 master weights or the fp32 gradients,
 // ParameterTensorsX (floatX) into the working copy the kernels read.
 template <typename T>
 struct ParamPtrs {
-    T *wte, *wpe;
-    T *lnx1w, *lnx1b, *lny1w, *lny1b, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
-    T *lnx2w, *lnx2b, *lny2w, *lny2b, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-    T *lnfxw, *lnfxb, *lnfyw, *lnfyb, *lnfw, *lnfb;
+    T* wte;       // (Vp, C)      token embedding, and the tied output layer
+    T* wpe;       // (maxT, C)    position embedding
+    T* lnx1w;     // (L, C)       siamese: LN of stream X before attention (weight, bias)
+    T* lnx1b;     // (L, C)
+    T* lny1w;     // (L, C)       siamese: LN of stream Y before attention
+    T* lny1b;     // (L, C)
+    T* ln1w;      // (L, C)       the attention sublayer's main LN (pre: before, post: after the add,
+    T* ln1b;      // (L, C)       siamese: the block input)
+    T* qkvw;      // (L, 3C, C)   attention input projection
+    T* qkvb;      // (L, 3C)
+    T* attprojw;  // (L, C, C)    attention output projection
+    T* attprojb;  // (L, C)
+    T* lnx2w;     // (L, C)       the same three LNs for the MLP sublayer
+    T* lnx2b;     // (L, C)
+    T* lny2w;     // (L, C)
+    T* lny2b;     // (L, C)
+    T* ln2w;      // (L, C)
+    T* ln2b;      // (L, C)
+    T* fcw;       // (L, 4C, C)   MLP up-projection
+    T* fcb;       // (L, 4C)
+    T* fcprojw;   // (L, C, 4C)   MLP down-projection
+    T* fcprojb;   // (L, C)
+    T* lnfxw;     // (C)          siamese: final LN of X
+    T* lnfxb;     // (C)
+    T* lnfyw;     // (C)          siamese: final LN of Y
+    T* lnfyb;     // (C)
+    T* lnfw;      // (C)          the final LN (after the merge in siamese mode)
+    T* lnfb;      // (C)
 };
 typedef ParamPtrs<float> ParameterTensors;
 typedef ParamPtrs<floatX> ParameterTensorsX;
@@ -1421,7 +1669,20 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
 }
 
-// the activations the backward pass needs (floatX), as in train_gpt2.c. k indexes sublayers (2L), l layers.
+// The activations and the backward scratch each live in one device allocation. next_tensor hands
+// out the next n elements of type T of it, each tensor starting 256-byte aligned (what cuBLASLt
+// and the 16-byte row kernels want); with memory NULL it only counts, so one function both sizes
+// and points.
+template <typename T>
+static T* next_tensor(char* memory, size_t* used, size_t n) {
+    T* t = memory ? (T*)(memory + *used) : NULL;
+    *used += (n * sizeof(T) + 255) / 256 * 256;
+    return t;
+}
+
+// the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c: floatX,
+// their statistics and the losses fp32. k indexes sublayers (2L), l layers; the math's names
+// (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
 // Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
 // and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
 // also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
@@ -1430,182 +1691,145 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
 typedef struct {
     floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
     floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
-    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x) (-r 2: two sublayers, k % 2)
-    floatX* lnsum;     // (2L, B, T, C)   the input of the sublayer's main LN: siamese a + LN(y), post x + z
+    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x), the base of the X update (-r 2: two, k % 2)
+    floatX* lnsum;     // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
                        //                 (-r 2: one sublayer)
-    floatX* blockin;   // (2L, B, T, C)   the block input u (pre, siamese; post reads x) (-r 2: one sublayer)
+    floatX* blockin;   // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x (-r 2: one)
+    float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
+    float* ln_rstd;    // (2L, B, T)
+    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
+    float* lnx_rstd;   // (2L, B, T)
+    float* lny_mean;   // (2L, B, T)      siamese: statistics of LN(y)
+    float* lny_rstd;   // (2L, B, T)
     floatX* qkv;       // (L, B, T, 3C)
+    float* att_lse;    // (L, B, NH, T)   each attention row's log-sum-exp, all its backward needs
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
     floatX* fch_gelu;  // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
     floatX* blockout;  // (2L, B, T, C)   z, the block output
-    floatX* lnfsum;    // (B, T, C)       siamese: LN(x; lnfx) + LN(y; lnfy)
+    floatX* lnfsum;    // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
+    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
+    float* lnfx_rstd;  // (B, T)
+    float* lnfy_mean;  // (B, T)          siamese: statistics of the final LN(y)
+    float* lnfy_rstd;  // (B, T)
     floatX* lnf;       // (B, T, C)       h, the final LN output
-    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in a forward pass with targets
-} ActivationsX;
-#define NUM_ACTS_X ((int)(sizeof(ActivationsX) / sizeof(floatX*)))
-
-// the fp32 statistics and losses
-typedef struct {
-    float* ln_mean;    // (2L, B, T) statistics of the sublayer's main LN (ln1 / ln2)
-    float* ln_rstd;
-    float* lnx_mean;   // (2L, B, T) siamese: statistics of LN(x) and LN(y)
-    float* lnx_rstd;
-    float* lny_mean;
-    float* lny_rstd;
-    float* lnfx_mean;  // (B, T) siamese: statistics of the final LN(x) and LN(y)
-    float* lnfx_rstd;
-    float* lnfy_mean;
-    float* lnfy_rstd;
     float* lnf_mean;   // (B, T)
-    float* lnf_rstd;
+    float* lnf_rstd;   // (B, T)
+    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in a forward pass with targets
     float* losses;     // (B, T)
-    float* att_lse;    // (L, B, NH, T) attention: each row's log-sum-exp (attention.cuh)
-} ActivationsF;
-#define NUM_ACTS_F ((int)(sizeof(ActivationsF) / sizeof(float*)))
+} ActivationTensors;
 
-static void fill_activation_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T, int recompute) {
+// points every activation tensor into `memory` (NULL: only counts); returns the bytes they take
+// (recompute: -r, 0 to 2)
+static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Config* cfg, int B, int T,
+                                int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS)
+    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
     size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
     size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
-    size_t vx[] = {
-        (2 * L + 1) * BT * C, S * (2 * L + 1) * BT * C, S * a_sublayers * BT * C, R * ln_sublayers * BT * C,
-        U * ln_sublayers * BT * C, L * BT * 3 * C, L * BT * C, L * BT * 4 * C, gelu_layers * BT * 4 * C, 2 * L * BT * C,
-        S * BT * C, BT * C, BT * Vp,
-    };
-    size_t vf[] = {2 * L * BT, 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT, S * 2 * L * BT,
-                   S * BT, S * BT, S * BT, S * BT, BT, BT, BT, L * B * NH * T};
-    static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_ACTS_X, "one size per floatX activation");
-    static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_ACTS_F, "one size per fp32 activation");
-    for (int i = 0; i < NUM_ACTS_X; i++) { sx[i] = vx[i]; }
-    for (int i = 0; i < NUM_ACTS_F; i++) { sf[i] = vf[i]; }
+    size_t n = 0;
+    t->resx = next_tensor<floatX>(memory, &n, (2 * L + 1) * BT * C);
+    t->resy = next_tensor<floatX>(memory, &n, S * (2 * L + 1) * BT * C);
+    t->lnx = next_tensor<floatX>(memory, &n, S * a_sublayers * BT * C);
+    t->lnsum = next_tensor<floatX>(memory, &n, R * ln_sublayers * BT * C);
+    t->blockin = next_tensor<floatX>(memory, &n, U * ln_sublayers * BT * C);
+    t->ln_mean = next_tensor<float>(memory, &n, 2 * L * BT);
+    t->ln_rstd = next_tensor<float>(memory, &n, 2 * L * BT);
+    t->lnx_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
+    t->lnx_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
+    t->lny_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
+    t->lny_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
+    t->qkv = next_tensor<floatX>(memory, &n, L * BT * 3 * C);
+    t->att_lse = next_tensor<float>(memory, &n, L * B * NH * T);
+    t->atty = next_tensor<floatX>(memory, &n, L * BT * C);
+    t->fch = next_tensor<floatX>(memory, &n, L * BT * 4 * C);
+    t->fch_gelu = next_tensor<floatX>(memory, &n, gelu_layers * BT * 4 * C);
+    t->blockout = next_tensor<floatX>(memory, &n, 2 * L * BT * C);
+    t->lnfsum = next_tensor<floatX>(memory, &n, S * BT * C);
+    t->lnfx_mean = next_tensor<float>(memory, &n, S * BT);
+    t->lnfx_rstd = next_tensor<float>(memory, &n, S * BT);
+    t->lnfy_mean = next_tensor<float>(memory, &n, S * BT);
+    t->lnfy_rstd = next_tensor<float>(memory, &n, S * BT);
+    t->lnf = next_tensor<floatX>(memory, &n, BT * C);
+    t->lnf_mean = next_tensor<float>(memory, &n, BT);
+    t->lnf_rstd = next_tensor<float>(memory, &n, BT);
+    t->logits = next_tensor<floatX>(memory, &n, BT * Vp);
+    t->losses = next_tensor<float>(memory, &n, BT);
+    return n;
 }
 
-// scratch of the backward pass, reused by every layer: the floatX matmul operands...
+// scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
+// gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
 typedef struct {
-    floatX* dz;     // (B, T, C)  dL/dz, the block output gradient
-    floatX* datty;  // (B, T, C)
-    floatX* dqkv;   // (B, T, 3C)
-    floatX* dfch;   // (B, T, 4C) dL/d(MLP pre-activation)
-} ScratchX;
-#define NUM_SCRATCH_X ((int)(sizeof(ScratchX) / sizeof(floatX*)))
-
-// ... and the fp32 gradients of the streams and of LayerNorm inputs
-typedef struct {
-    float* dx;    // (B, T, C) dL/d(stream X) at the current sublayer boundary
-    float* dy;    // (B, T, C) dL/d(stream Y)
-    float* du;    // (B, T, C) dL/du, the block input gradient (also dL/dh at the top)
-    float* att_dot;  // (B, NH, T) attention: sum_c dO O per row
+    float* dx;       // (B, T, C)   dL/d(stream X) at the current sublayer boundary
+    float* dy;       // (B, T, C)   siamese: dL/d(stream Y)
+    floatX* dz;      // (B, T, C)   dL/dz, the block output gradient
+    float* du;       // (B, T, C)   dL/du, the block input gradient (dL/dh at the top)
+    floatX* datty;   // (B, T, C)
+    floatX* dqkv;    // (B, T, 3C)
+    floatX* dfch;    // (B, T, 4C)  dL/d(MLP pre-activation)
+    float* att_dot;  // (B, NH, T)  attention: sum_c dO O per row
     float* att_dq;   // attention: the fp32 dQ splits (attention.cuh, flash_dq_acc_floats_upto)
-} ScratchF;
-#define NUM_SCRATCH_F ((int)(sizeof(ScratchF) / sizeof(float*)))
+} GradScratch;
 
-static void fill_scratch_sizes(size_t* sx, size_t* sf, const GPT2Config* cfg, int B, int T) {
-    size_t C = cfg->channels, BT = (size_t)B * T, NH = cfg->num_heads;
-    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the gradients of Y and its LayerNorms
-    size_t vx[] = {BT * C, BT * C, BT * 3 * C, BT * 4 * C};
-    size_t vf[] = {BT * C, S * BT * C, BT * C, B * NH * T, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))};
-    static_assert(sizeof(vx) / sizeof(vx[0]) == NUM_SCRATCH_X, "one size per floatX scratch tensor");
-    static_assert(sizeof(vf) / sizeof(vf[0]) == NUM_SCRATCH_F, "one size per fp32 scratch tensor");
-    for (int i = 0; i < NUM_SCRATCH_X; i++) { sx[i] = vx[i]; }
-    for (int i = 0; i < NUM_SCRATCH_F; i++) { sf[i] = vf[i]; }
-}
-
-// carves n consecutive device tensors out of one cudaMalloc; each starts 256-byte aligned
-// (cuBLASLt's favourite). Returns the allocation; *total receives the bytes.
-template <typename T>
-static T* cuda_alloc_tensors(T** ptrs, const size_t* sizes, int n, size_t* total, const char* what) {
-    const size_t align = 256 / sizeof(T);
-    size_t sum = 0;
-    for (int i = 0; i < n; i++) { sum += (sizes[i] + align - 1) / align * align; }
-    T* memory = NULL;
-    cudaError_t err = cudaMalloc((void**)&memory, (sum > 0 ? sum : 1) * sizeof(T));
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", sum * sizeof(T) / 1048576.0, what); }
-    T* p = memory;
-    for (int i = 0; i < n; i++) { ptrs[i] = p; p += (sizes[i] + align - 1) / align * align; }
-    if (total) { *total = sum * sizeof(T); }
-    return memory;
-}
-
-static void* cuda_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
-// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
-static void* pinned_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
-    tc->BT = BT;
-    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
-    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
-    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-}
-
-static void token_chunks_free(TokenChunks* tc) {
-    cudaCheck(cudaFreeHost(tc->list));
-    cudaCheck(cudaFree(tc->d_list));
-    free(tc->group_of_token);
-    free(tc->group_token);
-    free(tc->group_end);
+// points every scratch tensor into `memory` (NULL: only counts); returns the bytes they take
+static size_t point_scratch(GradScratch* t, char* memory, const GPT2Config* cfg, int B, int T) {
+    size_t C = cfg->channels, NH = cfg->num_heads, BT = (size_t)B * T;
+    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;
+    size_t n = 0;
+    t->dx = next_tensor<float>(memory, &n, BT * C);
+    t->dy = next_tensor<float>(memory, &n, S * BT * C);
+    t->dz = next_tensor<floatX>(memory, &n, BT * C);
+    t->du = next_tensor<float>(memory, &n, BT * C);
+    t->datty = next_tensor<floatX>(memory, &n, BT * C);
+    t->dqkv = next_tensor<floatX>(memory, &n, BT * 3 * C);
+    t->dfch = next_tensor<floatX>(memory, &n, BT * 4 * C);
+    t->att_dot = next_tensor<float>(memory, &n, B * NH * T);
+    t->att_dq = next_tensor<float>(memory, &n, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH)));
+    return n;
 }
 
 typedef struct {
     GPT2Config config;
-    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
     size_t num_parameters;
-    size_t padded_parameters;      // the length of params_x_memory and grads_memory: num_parameters and
-                                   // zeros up to a multiple of the ranks (common/dist.h; set by main)
-    float* host_params;            // host fp32: checkpoint load and save
-    float* params_memory;          // device fp32 master weights, of parameters [opt_lo, opt_hi)
-    floatX* params_x_memory;       // device floatX working copy, all parameters (and the zero padding)
-    float* grads_memory;           // device fp32 (and the zero padding)
-    float* m_memory;               // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
-    float* v_memory;               // device fp32 AdamW second moment, of the same
-    size_t opt_lo, opt_hi;         // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
-    ParameterTensors params, grads;
-    ParameterTensorsX params_x;
-    ActivationsX ax;
-    ActivationsF af;
-    floatX* acts_x_memory;
-    float* acts_f_memory;
-    size_t activation_bytes;
-    ScratchX sx;
-    ScratchF sf;
-    floatX* scratch_x_memory;
-    float* scratch_f_memory;
+    size_t padded_parameters;   // the length of params_x_memory and grads_memory: num_parameters and
+                                // zeros up to a multiple of the ranks (common/dist.h; set by main)
+    float* host_params;         // host fp32: checkpoint load and save
+    ParameterTensors params;    // the fp32 master weights, where this rank holds all of them
+    float* params_memory;       // device fp32 master weights, of parameters [opt_lo, opt_hi)
+    ParameterTensorsX params_x; // the floatX working copy, pointing into params_x_memory
+    floatX* params_x_memory;    // device, all parameters (and the zero padding)
+    ParameterTensors grads;     // the same layout, pointing into grads_memory
+    float* grads_memory;        // device fp32 (and the zero padding)
+    float* m_memory;            // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
+    float* v_memory;            // device fp32 AdamW second moment, of the same
+    size_t opt_lo, opt_hi;      // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
+    ActivationTensors acts;
+    char* acts_memory;          // device: every activation tensor
+    size_t acts_bytes;
+    GradScratch scratch;
+    char* scratch_memory;       // device: every scratch tensor
     size_t scratch_bytes;
-    int batch_size, seq_len;       // the (B, T) the buffers were allocated for
-    int recompute;                 // -r: 0, 1 or 2 (ActivationsX); set before gpt2_allocate, 0 unless set
-    int cur_B, cur_T;              // the (B, T) of the last forward pass
-    int* inputs;                   // pinned host (B, T) tokens of the last forward pass
-    int* targets;                  // pinned host (B, T) its targets
-    int* d_inputs;                 // device copies
+    int batch_size, seq_len;    // the (B, T) the buffers were allocated for
+    int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
+    int cur_B, cur_T;           // the (B, T) of the last forward pass
+    int* inputs;                // pinned host (B, T) tokens of the last forward pass
+    int* targets;               // pinned host (B, T) its targets
+    int* d_inputs;              // device copies
     int* d_targets;
-    cudaEvent_t tokens_copied;     // recorded after the copies of inputs and targets to the device
-    int tokens_in_flight;          // those copies may still be running (nothing waited for them since)
-    int has_targets;               // the last forward pass had targets: the logits hold dL/dlogits
-    float mean_loss;               // of the last forward pass with targets
-    float* host_losses;            // pinned (B, T)
-    TokenChunks chunks;            // the embedding gradient's work list of the last forward pass with targets
-    float* d_norm_partials;        // device (NORM_MAX_BLOCKS)
-    float* host_norm_partials;     // pinned
+    cudaEvent_t tokens_copied;  // recorded after the copies of inputs and targets to the device
+    int tokens_in_flight;       // those copies may still be running (nothing waited for them since)
+    int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
+    float mean_loss;            // of the last forward pass with targets
+    float* host_losses;         // pinned (B, T)
+    TokenChunks chunks;         // the embedding gradient's work list of the last forward pass with targets
+    float* d_norm_partials;     // device (NORM_MAX_BLOCKS)
+    float* host_norm_partials;  // pinned
     // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
     // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
     // outside siamese mode).
@@ -1615,17 +1839,17 @@ typedef struct {
 
 static void observe_stream_grads(GPT2* m, int boundary) {
     if (m->stream_grad_hook) {
-        const float* dy = norm_mode_layout(m->config.norm_mode)->two_streams ? m->sf.dy : NULL;
-        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->sf.dx, dy);
+        const float* dy = norm_mode_layout(m->config.norm_mode)->two_streams ? m->scratch.dy : NULL;
+        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->scratch.dx, dy);
     }
 }
 
-// The model is built in two halves: on the host (the config and the fp32 weights, read from a
-// checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is refused the same way on
-// any machine), then uploaded (the device master weights and their floatX working copy).
+// The model is built in two halves: on the host as in train_gpt2.c (the config and the fp32
+// weights, read from a checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is
+// refused the same way on any machine), then uploaded (gpt2_upload_params).
 
 // sets the config and allocates the host weights (not yet initialised)
-static void gpt2_init_host(GPT2* m, const GPT2Config* cfg) {
+static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
     fill_param_sizes(m->param_sizes, cfg);
@@ -1634,17 +1858,17 @@ static void gpt2_init_host(GPT2* m, const GPT2Config* cfg) {
 }
 
 // our checkpoint, or llm.c's GPT-2 (float32 or bf16) as a pre-mode model (common/params.h)
-static void gpt2_host_from_checkpoint(GPT2* m, const char* path) {
+static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
     CheckpointFile ck;
     checkpoint_open(&ck, path);
-    gpt2_init_host(m, &ck.config);
+    gpt2_init_params(m, &ck.config);
     checkpoint_read_params(&ck, m->host_params);
 }
 
-// fresh initialisation happens on the host with common/params.h, so train_gpt2 and train_gpt2cu
-// start from bit-identical models for the same seed
-static void gpt2_host_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
-    gpt2_init_host(m, cfg);
+// on the host with common/params.h, so train_gpt2 and train_gpt2cu start from bit-identical
+// models for the same seed
+static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
+    gpt2_init_params(m, cfg);
     params_init_fresh(m->host_params, cfg, seed);
 }
 
@@ -1675,49 +1899,29 @@ static void gpt2_upload_params(GPT2* m) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
-// the scratch of the column sums (column_grads) for rows of up to cols columns, and of the
-// LayerNorm backwards' block sums (ln_partials) for n sums of C columns with n * C up to cols;
-// each grows, never shrinks (one process may allocate several models)
-static void column_partials_reserve(size_t cols) {
-    if (cols <= column_partials_cols) { return; }
-    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
-    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
-    column_partials_cols = cols;
-}
-
-static void ln_partials_reserve(size_t cols) {
-    if (cols <= ln_partials_cols) { return; }
-    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
-    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
-    ln_partials_cols = cols;
-}
-
 // allocates, once, everything training with micro-batches of (B, T) needs
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    size_t BT = (size_t)B * T;
+    size_t BT = (size_t)B * T, C = cfg->channels;
+    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
+    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
+    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params, with padded_parameters
     m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
     m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
     cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
-    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    size_t ax[NUM_ACTS_X], af[NUM_ACTS_F], sx[NUM_SCRATCH_X], sf[NUM_SCRATCH_F], bytes;
-    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
-    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
     if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
-    fill_activation_sizes(ax, af, cfg, B, T, m->recompute);
-    m->acts_x_memory = cuda_alloc_tensors((floatX**)&m->ax, ax, NUM_ACTS_X, &m->activation_bytes, "activations");
-    m->acts_f_memory = cuda_alloc_tensors((float**)&m->af, af, NUM_ACTS_F, &bytes, "activation statistics");
-    m->activation_bytes += bytes;
-    fill_scratch_sizes(sx, sf, cfg, B, T);
-    m->scratch_x_memory = cuda_alloc_tensors((floatX**)&m->sx, sx, NUM_SCRATCH_X, &m->scratch_bytes, "backward scratch");
-    m->scratch_f_memory = cuda_alloc_tensors((float**)&m->sf, sf, NUM_SCRATCH_F, &bytes, "backward scratch");
-    m->scratch_bytes += bytes;
+    m->acts_bytes = point_activations(&m->acts, NULL, cfg, B, T, m->recompute);
+    m->acts_memory = (char*)cuda_malloc_check(m->acts_bytes, "activations");
+    point_activations(&m->acts, m->acts_memory, cfg, B, T, m->recompute);
+    m->scratch_bytes = point_scratch(&m->scratch, NULL, cfg, B, T);
+    m->scratch_memory = (char*)cuda_malloc_check(m->scratch_bytes, "backward scratch");
+    point_scratch(&m->scratch, m->scratch_memory, cfg, B, T);
     // what moves between host and GPU in a training step sits in pinned host memory (gpt2_forward)
     m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
     m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
@@ -1732,28 +1936,18 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
     // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
     // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
-    column_partials_reserve(4 * (size_t)cfg->channels);
-    ln_partials_reserve((norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * (size_t)cfg->channels);
-    // the largest fp32 matmul output: dwte (Vp, C), dfcw (4C, C), or an activation gradient (B*T, C)
-    size_t C = cfg->channels, big = (size_t)cfg->padded_vocab_size * C;
-    if (4 * C * C > big) { big = 4 * C * C; }
-    if (BT * C > big) { big = BT * C; }
-    if (big > lt_fallback_elems) {
-        if (lt_fallback) { cudaCheck(cudaFree(lt_fallback)); lt_fallback = NULL; }  // regrown at its next use
-        lt_fallback_elems = big;
-    }
+    column_partials_reserve(4 * C);
+    ln_partials_reserve((norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
 }
 
 static void gpt2_free(GPT2* m) {
-    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,     m->m_memory,
-                      m->v_memory,      m->acts_x_memory,   m->acts_f_memory,    m->scratch_x_memory,
-                      m->scratch_f_memory, m->d_inputs,     m->d_targets,        m->d_norm_partials};
+    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,   m->m_memory,  m->v_memory,
+                      m->acts_memory,   m->scratch_memory,  m->d_inputs,       m->d_targets, m->d_norm_partials};
     void* pinned[] = {m->inputs, m->targets, m->host_losses, m->host_norm_partials};
-    void* host[] = {m->host_params};
     if (m->inputs) { cudaCheck(cudaEventDestroy(m->tokens_copied)); }  // made by gpt2_allocate
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
     for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
-    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
+    free(m->host_params);
     if (m->inputs) { token_chunks_free(&m->chunks); }
 }
 
@@ -1777,14 +1971,14 @@ static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
     return n;
 }
 
-static SiameseStats sublayer_stats(const ActivationsF* a, int k, size_t BT) {
-    SiameseStats st = {a->lnx_mean + k * BT, a->lnx_rstd + k * BT, a->lny_mean + k * BT,
-                       a->lny_rstd + k * BT, a->ln_mean + k * BT,  a->ln_rstd + k * BT};
+static SiameseStats sublayer_stats(const ActivationTensors* acts, int k, size_t BT) {
+    SiameseStats st = {acts->lnx_mean + k * BT, acts->lnx_rstd + k * BT, acts->lny_mean + k * BT,
+                       acts->lny_rstd + k * BT, acts->ln_mean + k * BT,  acts->ln_rstd + k * BT};
     return st;
 }
 
-static SiameseStats final_stats(const ActivationsF* a) {
-    SiameseStats st = {a->lnfx_mean, a->lnfx_rstd, a->lnfy_mean, a->lnfy_rstd, a->lnf_mean, a->lnf_rstd};
+static SiameseStats final_stats(const ActivationTensors* acts) {
+    SiameseStats st = {acts->lnfx_mean, acts->lnfx_rstd, acts->lnfy_mean, acts->lnfy_rstd, acts->lnf_mean, acts->lnf_rstd};
     return st;
 }
 
@@ -1802,17 +1996,17 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     const GPT2Config* cfg = &m->config;
     int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
     ParameterTensorsX* p = &m->params_x;
-    ActivationsX* a = &m->ax;
+    ActivationTensors* acts = &m->acts;
     size_t lBT = (size_t)l * BT;
     if (s == 0) {
-        floatX* qkv = a->qkv + lBT * 3 * C;
-        floatX* atty = a->atty + lBT * C;
+        floatX* qkv = acts->qkv + lBT * 3 * C;
+        floatX* atty = acts->atty + lBT * C;
         matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
-        flash_attention_forward(atty, m->af.att_lse + lBT * NH, qkv, B, T, C, NH);
+        flash_attention_forward(atty, acts->att_lse + lBT * NH, qkv, B, T, C, NH);
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
-        floatX* fch = a->fch + lBT * 4 * C;
-        floatX* fch_gelu = a->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
+        floatX* fch = acts->fch + lBT * 4 * C;
+        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
         gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0);
         matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
@@ -1824,7 +2018,7 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
 // (sampling runs B = 1).
 static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    if (m->acts_x_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
+    if (m->acts_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
         fatal("gpt2_forward: batch (%d, %d) exceeds the allocated (%d, %d)", B, T, m->batch_size, m->seq_len);
     }
@@ -1850,53 +2044,53 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     m->tokens_in_flight = 1;
 
     ParameterTensorsX* p = &m->params_x;
-    ActivationsX* a = &m->ax;
-    ActivationsF* f = &m->af;
+    ActivationTensors* acts = &m->acts;
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
-    // siamese: the update of each sublayer runs inside the next input side's kernel (siamese.cuh)
-    floatX* resy = norm_mode_layout(mode)->two_streams ? a->resy : NULL;  // both streams start as e
-    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(a->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
+    // siamese: the update of each sublayer runs inside the next input side's kernel
+    floatX* resy = norm_mode_layout(mode)->two_streams ? acts->resy : NULL;  // both streams start as e
+    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
 
     for (int k = 0; k < 2 * L; k++) {
         int l = k / 2, s = k % 2;
-        floatX* x = a->resx + k * N;
-        floatX* x_next = a->resx + (k + 1) * N;
-        floatX* z = a->blockout + k * N;
+        floatX* x = acts->resx + k * N;
+        floatX* x_next = acts->resx + (k + 1) * N;
+        floatX* z = acts->blockout + k * N;
         floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
         floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
-        float* mean = f->ln_mean + (size_t)k * BT;
-        float* rstd = f->ln_rstd + (size_t)k * BT;
+        float* mean = acts->ln_mean + (size_t)k * BT;
+        float* rstd = acts->ln_rstd + (size_t)k * BT;
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE: {
-                floatX* u = a->blockin + ln_slot(m, k) * N;
+                floatX* u = acts->blockin + ln_slot(m, k) * N;
                 layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 residual_forward(x_next, x, z, N);                                 // x = x + z
                 break;
             }
             case NORM_POST: {
-                floatX* sum = a->lnsum + ln_slot(m, k) * N;
+                floatX* r = acts->lnsum + ln_slot(m, k) * N;
                 block_forward(m, l, s, z, x, B, T);                                // z = F(x)
-                residual_forward(sum, x, z, N);                                    // r = x + z
-                layernorm_forward(x_next, mean, rstd, sum, lnw, lnb, BT, C);       // x = LN(r)
+                residual_forward(r, x, z, N);                                      // r = x + z
+                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);         // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
-                floatX* u = a->blockin + ln_slot(m, k) * N;
-                floatX* lnx = a->lnx + a_slot(m, k) * N;
-                floatX* r = a->lnsum + ln_slot(m, k) * N;
-                floatX* y = a->resy + k * N;
-                // a = LN(x), u = LN(a + LN(y)); after the first sublayer, x and y come from the update
-                // of sublayer k - 1 (x = a + z/c, y = y + z) in the same kernel
+                floatX* a = acts->lnx + a_slot(m, k) * N;
+                floatX* r = acts->lnsum + ln_slot(m, k) * N;
+                floatX* u = acts->blockin + ln_slot(m, k) * N;
+                floatX* y = acts->resy + k * N;
+                SiameseStats st = sublayer_stats(acts, k, BT);
+                // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
+                // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
                 if (k > 0) {
-                    siamese_update_input_forward(x, y, a->lnx + a_slot(m, k - 1) * N, a->resy + (k - 1) * N,
-                                                 a->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), lnx, r, u,
-                                                 sublayer_stats(f, k, BT), sublayer_norms(p, l, s, C), BT, C);
+                    siamese_update_input_forward(x, y, acts->lnx + a_slot(m, k - 1) * N, acts->resy + (k - 1) * N,
+                                                 acts->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), a, r, u,
+                                                 st, sublayer_norms(p, l, s, C), BT, C);
                 } else {
-                    siamese_input_forward(lnx, r, u, sublayer_stats(f, k, BT), x, y, sublayer_norms(p, l, s, C), BT, C);
+                    siamese_input_forward(a, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C);
                 }
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 break;
@@ -1904,30 +2098,30 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         }
     }
 
-    floatX* x_final = a->resx + 2 * L * N;
+    floatX* x_final = acts->resx + 2 * L * N;
     switch (mode) {
         case NORM_PRE:
         case NORM_POST:
-            layernorm_forward(a->lnf, f->lnf_mean, f->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            siamese_update_input_forward(x_final, a->resy + 2 * L * N, a->lnx + a_slot(m, 2 * L - 1) * N,
-                                         a->resy + (2 * L - 1) * N, a->blockout + (2 * L - 1) * N,
-                                         siamese_scale(L - 1), NULL, a->lnfsum, a->lnf, final_stats(f),
+            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, acts->lnx + a_slot(m, 2 * L - 1) * N,
+                                         acts->resy + (2 * L - 1) * N, acts->blockout + (2 * L - 1) * N,
+                                         siamese_scale(L - 1), NULL, acts->lnfsum, acts->lnf, final_stats(acts),
                                          final_norms(p), BT, C);
             break;
     }
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
+    matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
-        classifier(a->logits, f->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
+        classifier(acts->logits, acts->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
         // the embedding gradient's work list: host work, done while the GPU runs the forward pass
         // just enqueued (kernel launches return at once); its upload queues behind them, and the
         // wait for the losses below waits for it too, before the next forward pass rewrites the list
         token_chunks_build(&m->chunks, m->inputs, BT);
         token_chunks_upload(&m->chunks);
         // the one wait of a forward pass in training: for the losses, after every copy and kernel above
-        cudaCheck(cudaMemcpy(m->host_losses, f->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(m->host_losses, acts->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         m->tokens_in_flight = 0;
         double sum = 0.0;
         for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
@@ -1949,21 +2143,21 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
     int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
     ParameterTensorsX* p = &m->params_x;
     ParameterTensors* g = &m->grads;
-    ActivationsX* a = &m->ax;
-    ScratchX* sc = &m->sx;
+    ActivationTensors* acts = &m->acts;
+    GradScratch* sc = &m->scratch;
     size_t lBT = (size_t)l * BT;
     if (s == 0) {
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
-        matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, a->atty + lBT * C, BT, C, C);
-        flash_attention_backward(sc->dqkv, m->sf.att_dq, m->sf.att_dot, sc->datty, a->qkv + lBT * 3 * C, a->atty + lBT * C,
-                                 m->af.att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
+        matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, acts->atty + lBT * C, BT, C, C);
+        flash_attention_backward(sc->dqkv, sc->att_dq, sc->att_dot, sc->datty, acts->qkv + lBT * 3 * C, acts->atty + lBT * C,
+                                 acts->att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
         matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
     } else {
         size_t wo = (size_t)l * 4 * C * C;
-        floatX* fch = a->fch + lBT * 4 * C;
-        floatX* fch_gelu = a->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
+        floatX* fch = acts->fch + lBT * 4 * C;
+        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_backward_input(sc->dfch, CUDA_R_X, 0.0f, dz, p->fcprojw + wo, BT, 4 * C, C, fch);  // through GELU too
         if (m->recompute >= 1) { gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0); }  // GELU(fch) again, as the forward
         matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, fch_gelu, BT, 4 * C, C);
@@ -1981,31 +2175,29 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     int Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
     ParameterTensorsX* p = &m->params_x;
     ParameterTensors* g = &m->grads;
-    ActivationsX* a = &m->ax;
-    ActivationsF* f = &m->af;
-    ScratchX* sx = &m->sx;
-    ScratchF* sf = &m->sf;
+    ActivationTensors* acts = &m->acts;
+    GradScratch* sc = &m->scratch;
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
 
     // the tied output layer, from the dlogits the forward pass left (for dloss = 1 / BT; the loss
     // scale is the matmuls' alpha): dh (fp32, in du) and dwte
-    matmul_backward_input(sf->du, CUDA_R_32F, 0.0f, a->logits, p->wte, BT, C, Vp, NULL, loss_scale);
-    matmul_backward_weight(g->wte, NULL, a->logits, a->lnf, BT, C, Vp, loss_scale);
+    matmul_backward_input(sc->du, CUDA_R_32F, 0.0f, acts->logits, p->wte, BT, C, Vp, NULL, loss_scale);
+    matmul_backward_weight(g->wte, NULL, acts->logits, acts->lnf, BT, C, Vp, loss_scale);
 
     // the final LayerNorm(s): dx (and dy) at the last boundary
-    floatX* x_final = a->resx + 2 * L * N;
+    floatX* x_final = acts->resx + 2 * L * N;
     switch (mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
-            layernorm_backward(sf->dx, NULL, g->lnfw, g->lnfb, sf->du, x_final, p->lnfw, f->lnf_mean, f->lnf_rstd, BT,
+            layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, x_final, p->lnfw, acts->lnf_mean, acts->lnf_rstd, BT,
                                C, 0);
             break;
         case NORM_SIAMESE:
             // the final merge (nothing flows into dx, dy: they start here), and dz of the last
             // sublayer (its update's backward, scale c_{L-1})
-            siamese_input_backward(sf->dx, sf->dy, sx->dz, siamese_scale(L - 1), 0, sf->du, final_norms(g),
-                                   final_norms(p), final_stats(f), x_final, a->resy + 2 * L * N, a->lnfsum, BT, C);
+            siamese_input_backward(sc->dx, sc->dy, sc->dz, siamese_scale(L - 1), 0, sc->du, final_norms(g),
+                                   final_norms(p), final_stats(acts), x_final, acts->resy + 2 * L * N, acts->lnfsum, BT, C);
             break;
     }
     observe_stream_grads(m, 2 * L);
@@ -2013,39 +2205,39 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
         int l = k / 2, s = k % 2;
-        floatX* x = a->resx + k * N;
+        floatX* x = acts->resx + k * N;
         floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
         floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
-        float* mean = f->ln_mean + (size_t)k * BT;
-        float* rstd = f->ln_rstd + (size_t)k * BT;
-        floatX* r = a->lnsum + ln_slot(m, k) * N;
-        floatX* u = a->blockin + ln_slot(m, k) * N;
+        float* mean = acts->ln_mean + (size_t)k * BT;
+        float* rstd = acts->ln_rstd + (size_t)k * BT;
+        floatX* r = acts->lnsum + ln_slot(m, k) * N;
+        floatX* u = acts->blockin + ln_slot(m, k) * N;
         int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
                 if (rebuild) { layernorm_recompute(u, mean, rstd, x, lnw, lnb, BT, C); }
-                cast_to_x(sx->dz, sf->dx, N);
-                block_backward(m, l, s, sf->du, 0.0f, sx->dz, u, B, T);
-                layernorm_backward(sf->dx, NULL, dlnw, dlnb, sf->du, x, lnw, mean, rstd, BT, C, 1);
+                cast_to_x(sc->dz, sc->dx, N);
+                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
+                layernorm_backward(sc->dx, NULL, dlnw, dlnb, sc->du, x, lnw, mean, rstd, BT, C, 1);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
                 // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
-                if (rebuild) { residual_forward(r, x, a->blockout + k * N, N); }
-                layernorm_backward(sf->dx, sx->dz, dlnw, dlnb, sf->dx, r, lnw, mean, rstd, BT, C, 0);
-                block_backward(m, l, s, sf->dx, 1.0f, sx->dz, x, B, T);
+                if (rebuild) { residual_forward(r, x, acts->blockout + k * N, N); }
+                layernorm_backward(sc->dx, sc->dz, dlnw, dlnb, sc->dx, r, lnw, mean, rstd, BT, C, 0);
+                block_backward(m, l, s, sc->dx, 1.0f, sc->dz, x, B, T);
                 break;
             case NORM_SIAMESE: {
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
-                floatX* y = a->resy + k * N;
-                SiameseStats st = sublayer_stats(f, k, BT);
+                floatX* y = acts->resy + k * N;
+                SiameseStats st = sublayer_stats(acts, k, BT);
                 if (rebuild) { siamese_input_recompute(r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C); }
-                block_backward(m, l, s, sf->du, 0.0f, sx->dz, u, B, T);
-                siamese_input_backward(sf->dx, sf->dy, k > 0 ? sx->dz : NULL, siamese_scale((k - 1) / 2), 1, sf->du,
+                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
+                siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,
                                        sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
                 break;
             }
@@ -2054,9 +2246,9 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     }
 
     // the embedding feeds both streams when there are two: dL/de = dx + dy
-    const float* dy = norm_mode_layout(mode)->two_streams ? sf->dy : NULL;
-    wte_backward(g->wte, sf->du, N, sf->dx, dy, &m->chunks, C);  // du is free now: the partial rows
-    wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sf->dx, dy, B, T, C);
+    const float* dy = norm_mode_layout(mode)->two_streams ? sc->dy : NULL;
+    wte_backward(g->wte, sc->du, N, sc->dx, dy, &m->chunks, C);  // du is free now: the partial rows
+    wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sc->dx, dy, B, T, C);
     cudaCheckLaunch();
 }
 
@@ -2085,9 +2277,9 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     float bc2 = 1.0f - powf(beta2, (float)t);
     ParamSlice slices[NUM_PARAMETER_TENSORS];
     int num_slices = param_slices(m->param_sizes, lo, hi, slices);  // [lo, hi) cut at the tensors
-    for (int s = 0; s < num_slices; s++) {
-        size_t start = slices[s].start, n = slices[s].n, held = start - m->opt_lo;
-        float wd = param_tensor_decays(slices[s].tensor) ? weight_decay : 0.0f;
+    for (int i = 0; i < num_slices; i++) {
+        size_t start = slices[i].start, n = slices[i].n, held = start - m->opt_lo;
+        float wd = param_tensor_decays(slices[i].tensor) ? weight_decay : 0.0f;
         adamw_kernel<<<ceil_div((long)n, 256), 256>>>(m->params_memory + held, m->params_x_memory + start,
                                                       m->grads_memory + start, m->m_memory + held, m->v_memory + held,
                                                       n, lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
@@ -2095,26 +2287,13 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     }
 }
 
-#ifdef TESTING
-// the global L2 norm of all gradients and an AdamW step of all parameters, for test_gpt2.cu (the
-// trainer works on shards)
-static float gpt2_grad_norm(GPT2* m) { return (float)sqrt(gpt2_grad_sumsq(m, 0, m->num_parameters)); }
-static void gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                        int t) {
-    gpt2_update_range(m, lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, m->num_parameters);
-}
-#endif
-
-// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace and the
-// fallback buffer (gpt2_allocate and matmul_fp32_out_fallback allocate those)
+// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace, the plans
+// and the partial sums' scratch (gpt2_allocate allocates those)
 static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
 
 static void cuda_teardown(void) {
     cudaCheck(cudaFree(lt_workspace));  // cudaFree(NULL) does nothing
-    cudaCheck(cudaFree(lt_fallback));
     lt_workspace = NULL;
-    lt_fallback = NULL;
-    lt_fallback_elems = 0;
     cudaCheck(cudaFree(column_partials));
     column_partials = NULL;
     column_partials_cols = 0;
@@ -2163,7 +2342,7 @@ static const float* gpu_logits_row(void* self, size_t row) {
         host_copy.row_x = (floatX*)malloc_check(Vp * sizeof(floatX), "logits row (host)");
         host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)");
     }
-    cudaCheck(cudaMemcpy(host_copy.row_x, m->ax.logits + row * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
     for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
     return host_copy.row;
 }
@@ -2219,9 +2398,9 @@ int main(int argc, char** argv) {
     train_run_setup(&run, argc, argv);
     GPT2 model;
     if (run.fresh) {
-        gpt2_host_fresh(&model, &run.fresh_config, run.args.seed);
+        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
     } else {
-        gpt2_host_from_checkpoint(&model, run.model_path);
+        gpt2_build_from_checkpoint(&model, run.model_path);
     }
     train_run_attach_model(&run, &model.config, model.num_parameters, "");
     char why[200];  // attention's head sizes (attention.cuh), refused before the GPU is looked for
@@ -2250,7 +2429,7 @@ int main(int argc, char** argv) {
     printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations (recompute -r %d), %.1f MiB scratch\n",
            (model.padded_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
-           model.activation_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
+           model.acts_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
     run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
     run.adamw.beta2 = 0.95f;

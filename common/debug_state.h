@@ -215,8 +215,8 @@ static inline void dump_tensor_place(const DumpTensor* t, int L, char* buf, size
     }
 }
 
-// Where a forward tensor lives in a trainer's activations: train_gpt2.c's ActivationTensors and
-// train_gpt2.cu's ActivationsX name and lay out these buffers alike. dump_tensor_source returns the
+// Where a forward tensor lives in a trainer's activations: the ActivationTensors of train_gpt2.c
+// and train_gpt2.cu name and lay out these buffers alike. dump_tensor_source returns the
 // buffer and sets *offset (in elements; N = B*T*C). LN(y) is not stored: its source is a+LN(y),
 // from which the caller subtracts a (DT_A, same offset).
 typedef enum {

@@ -255,7 +255,7 @@ static void ln_column_grads_v1(const LnColumnJobs& jobs, int njobs, int N, int C
 
 // (mean(g), mean(g * xhat)) of one row, g = w * dout
 template <int W>
-__device__ __forceinline__ float2 ln_backward_means_v1(const float* dout, const floatX* x, const floatX* w, float mean,
+__device__ __forceinline__ LnBackMeans ln_backward_means_v1(const float* dout, const floatX* x, const floatX* w, float mean,
                                                        float rstd, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
     for (int i = lane * W; i < C; i += 32 * W) {
@@ -267,7 +267,7 @@ __device__ __forceinline__ float2 ln_backward_means_v1(const float* dout, const 
             m2 += g * ((float)xv.v[e] - mean) * rstd;
         }
     }
-    return make_float2(warp_sum(m1) / C, warp_sum(m2) / C);
+    return LnBackMeans{warp_sum(m1) / C, warp_sum(m2) / C};
 }
 
 // dinp = (accumulate 0) or += (accumulate 1) dL/dinp; dinp may be dout; dinp_x a floatX copy when given
@@ -279,7 +279,7 @@ __global__ void layernorm_backward_v1_kernel(float* dinp, floatX* dinp_x, const 
     if (r >= N) { return; }
     size_t o = (size_t)r * C;
     float mu = mean[r], rs = rstd[r];
-    float2 means = ln_backward_means_v1<W>(dout + o, inp + o, w, mu, rs, C, lane);
+    LnBackMeans means = ln_backward_means_v1<W>(dout + o, inp + o, w, mu, rs, C, lane);
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> dv = load_pack<W>(dout + o + i), d;
         Pack<floatX, W> xv = load_pack<W>(inp + o + i), wv = load_pack<W>(w + i), dx;
@@ -319,7 +319,7 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
     size_t o = (size_t)row * C;
     // dr = LN_back(du; r, ln)
     float mu = st.mean[row], rs = st.rstd[row];
-    float2 means = ln_backward_means_v1<W>(du + o, r + o, p.w, mu, rs, C, lane);
+    LnBackMeans means = ln_backward_means_v1<W>(du + o, r + o, p.w, mu, rs, C, lane);
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> duv = load_pack<W>(du + o + i), dr;
         Pack<floatX, W> rv = load_pack<W>(r + o + i), wv = load_pack<W>(p.w + i);
@@ -343,8 +343,8 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
         }
         store_pack<W>(da_buf + o + i, da);
     }
-    float2 ymeans = make_float2(warp_sum(y1) / C, warp_sum(y2) / C);
-    float2 xmeans = make_float2(warp_sum(x1) / C, warp_sum(x2) / C);
+    LnBackMeans ymeans = LnBackMeans{warp_sum(y1) / C, warp_sum(y2) / C};
+    LnBackMeans xmeans = LnBackMeans{warp_sum(x1) / C, warp_sum(x2) / C};
     // dy += LN_back(dr; y), dx = LN_back(da; x), and dz of the sublayer before
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> dr = load_pack<W>(dr_buf + o + i), da = load_pack<W>(da_buf + o + i), dyv = load_pack<W>(dy + o + i), dxv;

@@ -1,5 +1,5 @@
 /*
-siamese_input_backward: the backward pass of one SiameseNorm input side (siamese.cuh, (d)):
+siamese_input_backward: the backward pass of one SiameseNorm input side (train_gpt2.cu, (d)):
 
     ds = LN_back(du; s, ln)            the block-input LN
     da = ds + dx_next                  a feeds both s and x_next
@@ -33,7 +33,7 @@ version 3: version 1 with the update's backward folded into the row kernel's las
            (layernorm_v1.h siamese_input_backward_v1 with dz_prev), dz_prev written from dx and dy
            in registers. The same code on the same values as version 1, so every output must be
            bit-identical to version 1's (checked: version 1 runs again beside it).
-version 4: the trainer's (siamese.cuh siamese_input_backward; trainer.h includes train_gpt2.cu):
+version 4: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.cu):
            no scratch tensors; blocks of rows, ROW_WARPS at a time: one warp per row takes the
            three LN backwards' means (du and s held in registers), then the block, each thread
            owning columns, recomputes dr and da, writes dy, dx, dz_prev and adds the six
@@ -181,7 +181,7 @@ static int check_reference(void) {
 
 // ----------------------------------------------------------------------------
 // version 1: the update's backward for the block output of the sublayer before, one thread per
-// element (siamese.cuh's siamese_update_dz), after the trainer's input backward
+// element (the trainer's siamese_update_dz), after the trainer's input backward
 
 __global__ void update_backward(bf16* dz, const float* dx_next, const float* dy_next, float c, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -337,7 +337,7 @@ typedef void (*BackwardV2)(float*, float*, float*, const float*, const bf16*, co
 static const BackwardV2 backward_v2[VPL_MAX] = {input_backward_v2<1>, input_backward_v2<2>, input_backward_v2<3>,
                                                 input_backward_v2<4>};
 
-// the trainer's views of the parameters, their gradients and the statistics (siamese.cuh)
+// the trainer's views of the parameters, their gradients and the statistics (SiameseNorms, SiameseStats)
 static SiameseNormGrads grad_views(const Buffers* b, int C) {
     float* g = b->grads;
     SiameseNormGrads q = {g + P_XW * C, g + P_XB * C, g + P_YW * C, g + P_YB * C, g + P_W * C, g + P_B * C};

@@ -1,5 +1,5 @@
 /*
-siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (see siamese.cuh):
+siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (see train_gpt2.cu):
 
     update side   x = a_prev + z / c        y = y_prev + z          (the previous sublayer's update)
     input side    a = LN(x; lnx)            s = a + LN(y; lny)      u = LN(s; ln)
@@ -23,7 +23,7 @@ version 4: version 1 with the update folded into the input side's row kernel
            (layernorm_v1.h siamese_update_input_forward_v1): one launch, x and y read back by the
            warp that wrote them. The same code on the same values as version 1, so every output
            must be bit-identical to version 1's (checked: version 1 runs again beside it).
-version 5: the trainer's (siamese.cuh siamese_update_input_forward; trainer.h includes
+version 5: the trainer's (siamese_update_input_forward; trainer.h includes
            train_gpt2.cu): version 4 with the row held in registers (HeldRow, train_gpt2.cu: the
            first 1024 columns at any width, the rest re-read), x and y formed there and never read
            back, the statistics of x, y and s over registers, s held for u. The same arithmetic in
@@ -132,7 +132,7 @@ static int check_reference(void) {
 }
 
 // ----------------------------------------------------------------------------
-// versions 1 and 2: the element-wise update x_next = a + z / c, y_next = y + z (siamese.cuh's
+// versions 1 and 2: the element-wise update x_next = a + z / c, y_next = y + z (the trainer's
 // siamese_update_value), W elements per thread (train_gpt2.cu, Pack)
 
 template <int W>
@@ -291,7 +291,7 @@ static void run_update(const Buffers* b, float c, int N, int C) {
     cudaCheckLaunch();
 }
 
-// the trainer's views of the parameters and statistics (siamese.cuh)
+// the trainer's views of the parameters and statistics (SiameseNorms, SiameseStats)
 static SiameseNorms trainer_norms(const Buffers* b, int C) {
     bf16* p = b->p;
     SiameseNorms q = {p + P_XW * C, p + P_XB * C, p + P_YW * C, p + P_YB * C, p + P_W * C, p + P_B * C};

@@ -80,7 +80,7 @@ plant() {
 # 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel and
 #    column_sums_kernel) add the partial sums before all of them are written
 plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
-    '/part\[threadIdx.y\]\[threadIdx.x\] = s;/{n;/__syncthreads/d;}'
+    '/part\[threadIdx.y\]\[threadIdx.x\] = sum;/{n;/__syncthreads/d;}'
 
 # 2. a missing barrier: the classifier's block_reduce reads the warps' posts before all of them are
 #    written (the row max and the row sum of every row of logits)
@@ -95,7 +95,7 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 # 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
-    's/MatmulSpec s = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec s = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
+    's/MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec spec = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
 
 # 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
 #    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
@@ -108,7 +108,7 @@ plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
     's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
 
 # 7-10. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
-#    (train_gpt2.cu ln_backward_rounds, ln_grads_finish; siamese.cuh siamese_input_backward_kernel):
+#    (train_gpt2.cu ln_backward_rounds, ln_grads_finish, siamese_input_backward_kernel):
 # 7. a missing barrier: the column pass reads the per-row means before every warp has written its row's
 plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" train_gpt2.cu \
     '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
@@ -118,10 +118,10 @@ plant "ln_grads_finish skips the last block's partial sums" train_gpt2.cu \
 # 9. the blocks write their partial sums in another layout than the finish reads (block-major, not
 #    sum-major): every gradient gets other blocks' and other sums' partials
 plant "block partials written block-major, read sum-major" train_gpt2.cu \
-    's/float\* p = partials + ((size_t)s \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + s) * C + i;/'
+    's/float\* p = partials + ((size_t)q \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + q) * C + i;/'
 # 10. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
 #    instead of dr * yhat
-plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
+plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" train_gpt2.cu \
     's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
 
 # 11. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
@@ -140,10 +140,10 @@ plant "padding of dlogits not written (units past V skipped)" train_gpt2.cu \
 #    has no token with more than one chunk): a chunk left out, then the chunks added in reverse
 #    order (the sum changes in its last bits: the kernel's check is bit for bit)
 plant "a chunk skipped in wte_finish_kernel" train_gpt2.cu \
-    '/^__global__ void wte_finish_kernel/,/^}/s/s < split_first\[k + 1\]; s++/s < split_first[k + 1] - 1; s++/' \
+    '/^__global__ void wte_finish_kernel/,/^}/s/slot < split_first\[k + 1\]; slot++/slot < split_first[k + 1] - 1; slot++/' \
     encoder_backward 2 N=300 C=50 V=301
 plant "chunks added out of order in wte_finish_kernel" train_gpt2.cu \
-    '/^__global__ void wte_finish_kernel/,/^}/s/for (int s = split_first\[k\]; s < split_first\[k + 1\]; s++)/for (int s = split_first[k + 1] - 1; s >= split_first[k]; s--)/' \
+    '/^__global__ void wte_finish_kernel/,/^}/s/for (int slot = split_first\[k\]; slot < split_first\[k + 1\]; slot++)/for (int slot = split_first[k + 1] - 1; slot >= split_first[k]; slot--)/' \
     encoder_backward 2 N=300 C=50 V=301
 
 exit $failed
