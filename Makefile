@@ -49,7 +49,7 @@ else ifneq ($(MPI),0)
   $(error MPI must be 0 or 1, not $(MPI))
 endif
 
-.PHONY: all test test-eval test-hf test-roofline test-kernels test-dist test-cu-training test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
+.PHONY: all test test-eval test-hf test-roofline test-kernels test-dist test-cu-training test-recompute test-lt-fault test-parity test-corrupt test-modes test-arith test-llmc test-mechanism test-plot check-cuda clean data/arithmetic FORCE
 
 all: train_gpt2 test_gpt2
 
@@ -270,9 +270,15 @@ test-kernels: test_gpt2
 	@if [ -z "$(CUDA_INCLUDE)" ]; then echo "test-kernels: skipped: no CUDA headers (cuda_bf16.h) found"; \
 	else bash tests/test_kernels.sh; fi
 
+# recompute (-r 0, 1, 2): the same step lines and the same final files, byte for byte, in every mode;
+# the CUDA trainer too, both precisions, through the CPU execution layer (tests/test_recompute.sh)
+test-recompute: train_gpt2 $(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu)
+	TRAINERS="./train_gpt2 $(if $(CUDA_INCLUDE),tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu)" \
+		bash tests/test_recompute.sh
+
 test: test-parity test-corrupt test-modes test-data test-arith test-llmc test-train-cli test-mechanism test-readme \
 	test-plot test-roofline test-fuzz-replay test-dist check-cuda test-cudacpu test-eval test-dev-cuda test-kernels \
-	test-cu-training test-lt-fault
+	test-cu-training test-lt-fault test-recompute
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_fp32 test_gpt2cu_fp32 .cuda_flags .mpi_flags dev/data/arithmetic \

@@ -291,6 +291,101 @@ static void parse_shape(const char* s, int shape[6]) {
     }
 }
 
+// ----------------------------------------------------------------------------
+// recompute (-r 1 and 2): the backward rebuilds GELU outputs (and a, r, u) instead of keeping them
+// for every layer. What it rebuilds must be the very floats the forward made, so that losses and
+// gradients do not depend on -r in any bit. The check runs the same model and batch with -r 0 (every
+// tensor kept) and with -r 1 and 2, and compares, bit for bit: the loss, every parameter gradient,
+// and at every sublayer boundary of the backward the tensors just rebuilt against the kept ones.
+
+typedef struct {
+    const GPT2* m;    // the model with -r 1 or 2, in its backward pass
+    const GPT2* ref;  // the same model after the same passes with -r 0
+    int checked, differ;
+} RebuiltCheck;
+
+static void rebuilt_compare(RebuiltCheck* rc, const float* rebuilt, const float* kept, size_t n, const char* what,
+                            int k) {
+    rc->checked++;
+    if (memcmp(rebuilt, kept, n * sizeof(float)) != 0) {
+        rc->differ++;
+        size_t i = 0;
+        while (i + 1 < n && memcmp(rebuilt + i, kept + i, sizeof(float)) == 0) { i++; }
+        printf("  FAIL -r %d: %s of sublayer %d rebuilt differs from the kept one at %zu: %.9g vs %.9g\n",
+               rc->m->recompute, what, k, i, rebuilt[i], kept[i]);
+    }
+}
+
+// the stream-gradient hook, used here as "sublayer k's backward is done": it has just rebuilt
+// sublayer k's a, r and u (-r 2), and the GELU slot holds layer k/2's output (rebuilt at k = 2l + 1)
+static void check_rebuilt(void* ctx, int boundary, const float* dx, const float* dy) {
+    (void)dx, (void)dy;
+    RebuiltCheck* rc = (RebuiltCheck*)ctx;
+    const GPT2Config* cfg = &rc->m->config;
+    if (boundary == 2 * cfg->num_layers) { return; }  // the final LayerNorms: nothing rebuilt yet
+    size_t N = (size_t)rc->m->cur_B * rc->m->cur_T * cfg->channels, k = (size_t)boundary, l = k / 2;
+    const ActivationTensors *a = &rc->m->acts, *kept = &rc->ref->acts;
+    const NormModeLayout* lay = norm_mode_layout(cfg->norm_mode);
+    rebuilt_compare(rc, a->fch_gelu, kept->fch_gelu + l * 4 * N, 4 * N, "GELU(fch)", boundary);
+    if (rc->m->recompute < 2) { return; }
+    if (lay->two_streams) { rebuilt_compare(rc, a->lnx, kept->lnx + k * N, N, "a = LN(x)", boundary); }
+    if (lay->ln_sum) { rebuilt_compare(rc, a->lnsum, kept->lnsum + k * N, N, "r", boundary); }
+    if (lay->block_input) { rebuilt_compare(rc, a->blockin, kept->blockin + k * N, N, "u", boundary); }
+}
+
+static void recompute_model(GPT2* m, const GPT2Config* cfg, int recompute, int B, int T) {
+    gpt2_build_fresh(m, cfg, 1337);
+    params_perturb(m->params_memory, m->param_sizes, 3000 + (uint64_t)cfg->norm_mode);
+    m->recompute = recompute;
+    gpt2_allocate(m, B, T);
+}
+
+// shape: 3 layers (sublayers whose slots are shared), C 45 in 3 heads, T 17, B 2: rows and tensors of
+// odd lengths, so a tensor kept per layer and its one shared slot start at different alignments (a
+// loop whose vector and scalar parts rounded differently would show)
+static int test_recompute(void) {
+    const int L = 3, C = 45, NH = 3, V = 100, T = 17, B = 2;
+    int failures = 0;
+    printf("[recompute] -r 1 and -r 2 against -r 0: loss, gradients and rebuilt tensors bit for bit:\n");
+    int inputs[B * T], targets[B * T];
+    uint64_t rng = 9;
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int)(random_u32(&rng) % V);
+        targets[i] = (int)(random_u32(&rng) % V);
+    }
+    for (int mode = 0; mode < NUM_NORM_MODES; mode++) {
+        GPT2Config cfg = {T, V, (V + 127) / 128 * 128, L, NH, C, (NormMode)mode};
+        GPT2 ref;
+        recompute_model(&ref, &cfg, 0, B, T);
+        gpt2_forward(&ref, inputs, targets, B, T);
+        gpt2_zero_grad(&ref);
+        gpt2_backward(&ref, 1.0f);
+        printf("  %-8s -r 0: %zu activation floats, loss %.7f\n", NORM_MODE_NAMES[mode], ref.num_activations,
+               ref.mean_loss);
+        for (int r = 1; r <= 2; r++) {
+            GPT2 m;
+            recompute_model(&m, &cfg, r, B, T);
+            RebuiltCheck rc = {&m, &ref, 0, 0};
+            m.stream_grad_hook = check_rebuilt;
+            m.stream_grad_ctx = &rc;
+            gpt2_forward(&m, inputs, targets, B, T);
+            gpt2_zero_grad(&m);
+            gpt2_backward(&m, 1.0f);
+            int same_loss = memcmp(&m.mean_loss, &ref.mean_loss, sizeof(float)) == 0;
+            int same_grads = memcmp(m.grads_memory, ref.grads_memory, m.num_parameters * sizeof(float)) == 0;
+            int ok = same_loss && same_grads && rc.differ == 0 && rc.checked > 0 &&
+                     m.num_activations < ref.num_activations;
+            printf("  %-8s -r %d: %zu activation floats | loss %s | gradients %s | %d rebuilt tensors, %d differ  %s\n",
+                   NORM_MODE_NAMES[mode], r, m.num_activations, same_loss ? "same" : "DIFFERS",
+                   same_grads ? "same" : "DIFFER", rc.checked, rc.differ, ok ? "ok" : "FAIL");
+            failures += !ok;
+            gpt2_free(&m);
+        }
+        gpt2_free(&ref);
+    }
+    return failures;
+}
+
 // The tiled matmul (common/matmul_tiled.h, what the model calls) on shapes that hit every edge of
 // its tiling (rows and columns that are not multiples of the tile, k not a multiple of the vector
 // width, several k blocks, several blocks of rows: 300 and 1000 rows, of columns: 1000), with and
@@ -541,6 +636,7 @@ int main(int argc, char** argv) {
         fatal("usage: %s [dump folder]  |  %s --write DIR SHAPE [TOKENS]", argv[0], argv[0]);
     }
     int failures = test_matmul_kernels() + test_attention() + test_vec_exp();
+    failures += test_recompute();
     for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {
         NormMode mode;
         const char* folder = dump_folder(dir, i, &mode);

@@ -18,8 +18,8 @@ clipping) of each, on the step's line (the norm on its own: AdamW is nearly blin
 gradient's scale, so a wrong clip barely moves the losses). It also runs forward and backward
 again with the loss scale 1/2 and requires gradients bit-identical to half the first ones (no
 kernel uses atomics, and the scale is exact: every operation of the backward pass is linear in the
-loss). Every mode runs with the fused GELU epilogues of cuBLASLt and with the separate GELU
-kernels (so a failure points at one). Errors are max|ours - ref| / max|ref| per tensor
+loss). Every mode runs with cuBLASLt's fused GELU backward epilogue and with the GELU kernel in
+its place (so a failure points at one). Errors are max|ours - ref| / max|ref| per tensor
 (common/debug_state.h), relative errors for the losses; a number passes within max(tolerance below,
 10 x PyTorch float32's error on it), as in test_gpt2.c. It also checks <dumps>/siamese_trained
 when present (data/test has it).
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     int failures = 0;
-    // every mode with cuBLASLt's fused GELU epilogues (when offered), then with the GELU kernels
+    // every mode with cuBLASLt's fused GELU backward epilogue (when offered), then with the GELU kernel
     for (int pass = 0; pass < 2; pass++) {
         gelu_fusion = pass == 0 ? -1 : 0;
         const char* how = pass == 0 && gelu_fusion_enabled() ? "GELU fused in cuBLASLt where offered" : "GELU kernels";

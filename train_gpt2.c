@@ -94,21 +94,28 @@ static void encoder_backward(float* dwte, float* dwpe, const float* dout, const 
 // ----------------------------------------------------------------------------
 // LayerNorm over the C channels of a row: out = (x - mean) / sqrt(var + 1e-5) * w + b
 // Forward saves mean and rstd = 1/sqrt(var + 1e-5); backward recomputes xhat from x with them.
+// With recompute (-r 2) the backward also rebuilds the output itself from x and the saved mean and
+// rstd: layernorm_row with STATS_SAVED skips the statistics and runs the same output loop, so the
+// rebuilt row is the forward's, bit for bit.
+
+typedef enum { STATS_COMPUTE, STATS_SAVED } StatsUse;  // compute and store mean, rstd; or read the stored ones
 
 // (restrict: a row's output is never one of its inputs, so the compiler vectorizes the last loop)
-static void layernorm_row(float* restrict out, float* mean_out, float* rstd_out, const float* restrict x,
-                          const float* restrict w, const float* restrict b, int C) {
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < C; i++) { sum += x[i]; }
-    float mean = sum / C;
-    float sq = 0.0f;
-    #pragma omp simd reduction(+ : sq)
-    for (int i = 0; i < C; i++) { float d = x[i] - mean; sq += d * d; }
-    float rstd = 1.0f / sqrtf(sq / C + 1e-5f);
+static void layernorm_row(float* restrict out, float* mean_io, float* rstd_io, const float* restrict x,
+                          const float* restrict w, const float* restrict b, int C, StatsUse stats) {
+    if (stats == STATS_COMPUTE) {
+        float sum = 0.0f;
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < C; i++) { sum += x[i]; }
+        float m = sum / C;
+        float sq = 0.0f;
+        #pragma omp simd reduction(+ : sq)
+        for (int i = 0; i < C; i++) { float d = x[i] - m; sq += d * d; }
+        *mean_io = m;
+        *rstd_io = 1.0f / sqrtf(sq / C + 1e-5f);
+    }
+    float mean = *mean_io, rstd = *rstd_io;
     for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
-    *mean_out = mean;
-    *rstd_out = rstd;
 }
 
 // dinp += dL/dx of one row; dw, db accumulate the parameter gradients
@@ -156,11 +163,12 @@ static void add_partials(float* const* dst, int n_dst, const float* partials, in
     }
 }
 
+// STATS_COMPUTE: the forward pass, which writes mean and rstd; STATS_SAVED: the backward's recompute
 static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                              const float* b, int N, int C) {
+                              const float* b, int N, int C, StatsUse stats) {
     #pragma omp parallel for
     for (int r = 0; r < N; r++) {
-        layernorm_row(out + (size_t)r * C, mean + r, rstd + r, inp + (size_t)r * C, w, b, C);
+        layernorm_row(out + (size_t)r * C, mean + r, rstd + r, inp + (size_t)r * C, w, b, C, stats);
     }
 }
 
@@ -203,18 +211,20 @@ typedef struct {
     float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;  // (N) each
 } SiameseStats;
 
+// STATS_SAVED: the backward's recompute (-r 2), which rebuilds a, r and u from x, y and the saved
+// statistics through the same rows, bit for bit as the forward made them
 static void siamese_input_forward(float* a_out, float* r_out, float* u_out, SiameseStats st, const float* x,
-                                  const float* y, SiameseNorms p, int N, int C) {
+                                  const float* y, SiameseNorms p, int N, int C, StatsUse stats) {
     #pragma omp parallel for
     for (int row = 0; row < N; row++) {
         size_t o = (size_t)row * C;
         float* u = u_out + o;
         float* r = r_out + o;
         float* a = a_out ? a_out + o : u;  // without a_out, u's row holds a until u is written
-        layernorm_row(a, st.x_mean + row, st.x_rstd + row, x + o, p.xw, p.xb, C);  // a = LN(x)
-        layernorm_row(r, st.y_mean + row, st.y_rstd + row, y + o, p.yw, p.yb, C);  // r = LN(y) ...
-        for (int i = 0; i < C; i++) { r[i] += a[i]; }                              // ... + a
-        layernorm_row(u, st.mean + row, st.rstd + row, r, p.w, p.b, C);            // u = LN(r)
+        layernorm_row(a, st.x_mean + row, st.x_rstd + row, x + o, p.xw, p.xb, C, stats);  // a = LN(x)
+        layernorm_row(r, st.y_mean + row, st.y_rstd + row, y + o, p.yw, p.yb, C, stats);  // r = LN(y) ...
+        for (int i = 0; i < C; i++) { r[i] += a[i]; }                                     // ... + a
+        layernorm_row(u, st.mean + row, st.rstd + row, r, p.w, p.b, C, stats);            // u = LN(r)
     }
 }
 
@@ -648,12 +658,22 @@ static float* next_tensor(float* memory, size_t* used, size_t n) {
 
 // the activations the backward pass needs, saved by the forward pass. k indexes sublayers (2L), l
 // layers; the math's names (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
+//
+// Recompute (-r, as llm.c's flag) trades memory for a little work in the backward pass:
+//   -r 0  every tensor below is kept for every layer;
+//   -r 1  fch_gelu holds one layer: the backward rebuilds each layer's GELU output from its fch;
+//   -r 2  also lnx, lnsum and blockin hold one sublayer: the backward rebuilds r and u from the
+//         streams (x, y; post: x and z) and the saved row statistics (mean, rstd).
+// What is rebuilt comes out of the same function on the same inputs as in the forward pass (gelu_forward,
+// layernorm_forward or siamese_input_forward with STATS_SAVED, residual_forward), so it is the same
+// floats: losses, gradients and checkpoints do not depend on -r, bit for bit.
 typedef struct {
     float* resx;       // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
     float* resy;       // (2L+1, B, T, C) siamese: stream Y
-    float* lnx;        // (2L, B, T, C)   siamese: a = LN(x), the base of the X update
+    float* lnx;        // (2L, B, T, C)   siamese: a = LN(x), the base of the X update (-r 2: one sublayer)
     float* lnsum;      // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
-    float* blockin;    // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x
+                       //                 (-r 2: one sublayer)
+    float* blockin;    // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x (-r 2: one sublayer)
     float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
     float* ln_rstd;    // (2L, B, T)
     float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
@@ -664,7 +684,7 @@ typedef struct {
     float* att;        // (L, B, NH, T, T) attention probabilities
     float* atty;       // (L, B, T, C)    attention output before its projection
     float* fch;        // (L, B, T, 4C)   MLP hidden pre-activation
-    float* fch_gelu;   // (L, B, T, 4C)
+    float* fch_gelu;   // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
     float* blockout;   // (2L, B, T, C)   z, the block output
     float* lnfsum;     // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
     float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
@@ -679,19 +699,23 @@ typedef struct {
     float* losses;     // (B, T)
 } ActivationTensors;
 
-// points every activation tensor into `memory` (NULL: only counts); returns the floats they take
-static size_t point_activations(ActivationTensors* t, float* memory, const GPT2Config* cfg, int B, int T) {
+// points every activation tensor into `memory` (NULL: only counts); returns the floats they take.
+// recompute is -r (0, 1 or 2).
+static size_t point_activations(ActivationTensors* t, float* memory, const GPT2Config* cfg, int B, int T,
+                                int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
+    size_t gelu_layers = recompute >= 1 ? 1 : L;      // layers of fch_gelu kept
+    size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnx, lnsum and blockin kept
     size_t n = 0;
     t->resx = next_tensor(memory, &n, (2 * L + 1) * BT * C);
     t->resy = next_tensor(memory, &n, S * (2 * L + 1) * BT * C);
-    t->lnx = next_tensor(memory, &n, S * 2 * L * BT * C);
-    t->lnsum = next_tensor(memory, &n, R * 2 * L * BT * C);
-    t->blockin = next_tensor(memory, &n, U * 2 * L * BT * C);
+    t->lnx = next_tensor(memory, &n, S * ln_sublayers * BT * C);
+    t->lnsum = next_tensor(memory, &n, R * ln_sublayers * BT * C);
+    t->blockin = next_tensor(memory, &n, U * ln_sublayers * BT * C);
     t->ln_mean = next_tensor(memory, &n, 2 * L * BT);
     t->ln_rstd = next_tensor(memory, &n, 2 * L * BT);
     t->lnx_mean = next_tensor(memory, &n, S * 2 * L * BT);
@@ -702,7 +726,7 @@ static size_t point_activations(ActivationTensors* t, float* memory, const GPT2C
     t->att = next_tensor(memory, &n, L * B * NH * T * T);
     t->atty = next_tensor(memory, &n, L * BT * C);
     t->fch = next_tensor(memory, &n, L * BT * 4 * C);
-    t->fch_gelu = next_tensor(memory, &n, L * BT * 4 * C);
+    t->fch_gelu = next_tensor(memory, &n, gelu_layers * BT * 4 * C);
     t->blockout = next_tensor(memory, &n, 2 * L * BT * C);
     t->lnfsum = next_tensor(memory, &n, S * BT * C);
     t->lnfx_mean = next_tensor(memory, &n, S * BT);
@@ -773,6 +797,7 @@ typedef struct {
     GradScratch scratch;
     float* scratch_memory;    // every scratch tensor
     int batch_size, seq_len;  // the (B, T) the buffers were allocated for
+    int recompute;            // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;         // the (B, T) of the last forward pass
     int* inputs;              // (B, T) tokens of the last forward pass
     int* targets;             // (B, T) its targets, or none
@@ -824,9 +849,10 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     if (m->opt_hi == 0) { m->opt_hi = m->num_parameters; }
     m->m_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW m");
     m->v_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW v");
-    m->num_activations = point_activations(&m->acts, NULL, cfg, B, T);
+    if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
+    m->num_activations = point_activations(&m->acts, NULL, cfg, B, T, m->recompute);
     m->acts_memory = (float*)malloc_check(m->num_activations * sizeof(float), "activations");
-    point_activations(&m->acts, m->acts_memory, cfg, B, T);
+    point_activations(&m->acts, m->acts_memory, cfg, B, T, m->recompute);
     size_t num_scratch = point_scratch(&m->scratch, NULL, cfg, B, T);
     m->scratch_memory = (float*)malloc_check(num_scratch * sizeof(float), "backward scratch");
     point_scratch(&m->scratch, m->scratch_memory, cfg, B, T);
@@ -874,6 +900,11 @@ static SiameseStats final_stats(const ActivationTensors* acts) {
     return st;
 }
 
+// where sublayer k's a, r and u are kept (-r 2: all sublayers share one), and layer l's GELU output
+// (-r 1 and 2: all layers share one), counted in (B, T, C) and (B, T, 4C) tensors
+static size_t ln_slot(const GPT2* m, int k) { return m->recompute >= 2 ? 0 : (size_t)k; }
+static size_t gelu_slot(const GPT2* m, int l) { return m->recompute >= 1 ? 0 : (size_t)l; }
+
 // ----------------------------------------------------------------------------
 // forward
 
@@ -892,7 +923,7 @@ static void block_forward(GPT2* m, int l, int s, float* z, const float* u, int B
         matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
         float* fch = acts->fch + lBT * 4 * C;
-        float* fch_gelu = acts->fch_gelu + lBT * 4 * C;
+        float* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
         gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C);
         matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
@@ -935,27 +966,28 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         float* rstd = acts->ln_rstd + (size_t)k * BT;
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE: {
-                float* u = acts->blockin + k * N;
-                layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);            // u = LN(x)
+                float* u = acts->blockin + ln_slot(m, k) * N;
+                layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C, STATS_COMPUTE);  // u = LN(x)
                 block_forward(m, l, s, z, u, B, T);                              // z = F(u)
                 residual_forward(x_next, x, z, N);                               // x = x + z
                 break;
             }
             case NORM_POST: {
-                float* r = acts->lnsum + k * N;
+                float* r = acts->lnsum + ln_slot(m, k) * N;
                 block_forward(m, l, s, z, x, B, T);                              // z = F(x)
                 residual_forward(r, x, z, N);                                    // r = x + z
-                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);       // x = LN(r)
+                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C, STATS_COMPUTE);  // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
-                float* a = acts->lnx + k * N;
-                float* r = acts->lnsum + k * N;
-                float* u = acts->blockin + k * N;
+                float* a = acts->lnx + ln_slot(m, k) * N;
+                float* r = acts->lnsum + ln_slot(m, k) * N;
+                float* u = acts->blockin + ln_slot(m, k) * N;
                 float* y = acts->resy + k * N;
                 float* y_next = acts->resy + (k + 1) * N;
                 // a = LN(x), r = a + LN(y), u = LN(r)
-                siamese_input_forward(a, r, u, sublayer_stats(acts, k, BT), x, y, sublayer_norms(p, l, s, C), BT, C);
+                siamese_input_forward(a, r, u, sublayer_stats(acts, k, BT), x, y, sublayer_norms(p, l, s, C), BT, C,
+                                      STATS_COMPUTE);
                 block_forward(m, l, s, z, u, B, T);                              // z = F(u)
                 siamese_update_forward(x_next, y_next, a, y, z, siamese_scale(l), N);  // x = a + z/c, y = y + z
                 break;
@@ -967,11 +999,12 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     switch (mode) {
         case NORM_PRE:
         case NORM_POST:
-            layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C,
+                              STATS_COMPUTE);                                                   // h = LN(x)
             break;
         case NORM_SIAMESE:
             siamese_input_forward(NULL, acts->lnfsum, acts->lnf, final_stats(acts), x_final, acts->resy + 2 * L * N,
-                                  final_norms(p), BT, C);                        // h = LN(LN(x) + LN(y))
+                                  final_norms(p), BT, C, STATS_COMPUTE);         // h = LN(LN(x) + LN(y))
             break;
     }
     matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);              // tied output layer
@@ -1008,9 +1041,11 @@ static void block_backward(GPT2* m, int l, int s, float* du, const float* dz, co
         matmul_backward(du, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u,
                         p->qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
     } else {
+        float* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
+        if (m->recompute >= 1) { gelu_forward(fch_gelu, acts->fch + lBT * 4 * C, (size_t)BT * 4 * C); }  // GELU(fch) again
         memset(sc->dfch_gelu, 0, (size_t)BT * 4 * C * sizeof(float));
         matmul_backward(sc->dfch_gelu, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + (size_t)l * C, dz,
-                        acts->fch_gelu + lBT * 4 * C, p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
+                        fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
         gelu_backward(sc->dfch, acts->fch + lBT * 4 * C, sc->dfch_gelu, (size_t)BT * 4 * C);
         matmul_backward(du, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, sc->dfch, u,
                         p->fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
@@ -1058,34 +1093,43 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         int l = k / 2, s = k % 2;
         float* x = acts->resx + k * N;
         float* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        float* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
         float* mean = acts->ln_mean + (size_t)k * BT;
         float* rstd = acts->ln_rstd + (size_t)k * BT;
+        float* a = acts->lnx + ln_slot(m, k) * N;
+        float* r = acts->lnsum + ln_slot(m, k) * N;
+        float* u = acts->blockin + ln_slot(m, k) * N;
+        int rebuild = m->recompute >= 2;  // a, r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+                if (rebuild) { layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C, STATS_SAVED); }
                 memset(sc->dblockin, 0, N * sizeof(float));
-                block_backward(m, l, s, sc->dblockin, sc->dx, acts->blockin + k * N, B, T);
+                block_backward(m, l, s, sc->dblockin, sc->dx, u, B, T);
                 layernorm_backward(sc->dx, dlnw, dlnb, sc->dblockin, x, lnw, mean, rstd, BT, C, sc->ln_partials);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next); dz = dr; dx = dr + F_back(dr)
+                if (rebuild) { residual_forward(r, x, acts->blockout + k * N, N); }
                 memset(sc->dlnsum, 0, N * sizeof(float));
-                layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, acts->lnsum + k * N, lnw, mean, rstd, BT, C,
-                                   sc->ln_partials);
+                layernorm_backward(sc->dlnsum, dlnw, dlnb, sc->dx, r, lnw, mean, rstd, BT, C, sc->ln_partials);
                 memcpy(sc->dx, sc->dlnsum, N * sizeof(float));
                 block_backward(m, l, s, sc->dx, sc->dlnsum, x, B, T);
                 break;
-            case NORM_SIAMESE:
+            case NORM_SIAMESE: {
                 // dz = dx_next / c + dy_next; the block; then the three LNs of the input side
+                float* y = acts->resy + k * N;
+                SiameseStats st = sublayer_stats(acts, k, BT);
+                if (rebuild) { siamese_input_forward(a, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C, STATS_SAVED); }
                 siamese_update_backward(sc->dblockout, sc->dx, sc->dy, siamese_scale(l), N);
                 memset(sc->dblockin, 0, N * sizeof(float));
-                block_backward(m, l, s, sc->dblockin, sc->dblockout, acts->blockin + k * N, B, T);
+                block_backward(m, l, s, sc->dblockin, sc->dblockout, u, B, T);
                 siamese_input_backward(sc->dx, sc->dy, sc->dlnsum, sc->dlnx, sc->dblockin, sublayer_norms(g, l, s, C),
-                                       sublayer_norms(p, l, s, C), sublayer_stats(acts, k, BT), x, acts->resy + k * N,
-                                       acts->lnsum + k * N, BT, C, sc->ln_partials);
+                                       sublayer_norms(p, l, s, C), st, x, y, r, BT, C, sc->ln_partials);
                 break;
+            }
         }
         observe_stream_grads(m, k);
     }
@@ -1261,12 +1305,13 @@ int main(int argc, char** argv) {
     train_run_attach_model(&run, &model.config, model.num_parameters, batch_note);
     model.opt_lo = run.opt_lo;  // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
+    model.recompute = run.args.recompute;  // -r: which activations the backward rebuilds
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
-    printf("memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations\n",
+    printf("memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations (recompute -r %d)\n",
            (2.0 * model.num_parameters + 2.0 * held) * sizeof(float) / 1048576.0,
            held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
-           model.num_activations * sizeof(float) / 1048576.0);
+           model.num_activations * sizeof(float) / 1048576.0, model.recompute);
 
     run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
     run.adamw.beta2 = 0.95f;

@@ -21,9 +21,12 @@ Precision (the default BF16 build):
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
 Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
-added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the MLP up-projection with GELU fused
-(GELU_AUX_BIAS: the pre-activation is written as an auxiliary output) and its backward fused
-(DGELU). Where the library runs no fused GELU epilogue for a shape, a separate GELU kernel runs.
+added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the GELU backward fused into the MLP
+down-projection's input gradient (DGELU). The GELU forward is a kernel of its own on the stored
+pre-activation (not the GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before
+rounding): then the backward's recompute (-r 1, 2) rebuilds its output from that same stored
+pre-activation with the same kernel, bit for bit. Where the library runs no fused DGELU epilogue
+for a shape, the GELU kernel runs.
 Bias gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
 gradient accumulation needs +=).
 
@@ -487,27 +490,38 @@ __device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, i
     return LnStats{mean, rstd};
 }
 
-// the row is read once (held), the statistics come from registers, out is written once
-template <int W>
+// the row is read once (held), the statistics come from registers, out is written once.
+// SAVED: the backward's recompute (-r 2, layernorm_recompute): mean and rstd are read, not computed,
+// and the same code rebuilds out bit for bit.
+template <int W, bool SAVED = false>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
-    LnStats st = held_row_stats<W>(x, C, lane);
+    LnStats st = SAVED ? LnStats{mean[r], rstd[r]} : held_row_stats<W>(x, C, lane);
     floatX* o = out + (size_t)r * C;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
         for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.mean) * st.rstd * (float)wv.v[e] + (float)bv.v[e]); }
         store_pack<W>(o + i, ov);
     });
-    if (lane == 0) { mean[r] = st.mean; rstd[r] = st.rstd; }
+    if (lane == 0 && !SAVED) { mean[r] = st.mean; rstd[r] = st.rstd; }
 }
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C) {
     const void* rows[] = {out, inp, w, b};
     auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    cudaCheckLaunch();
+}
+
+// out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
+static void layernorm_recompute(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
+                                const floatX* b, int N, int C) {
+    const void* rows[] = {out, inp, w, b};
+    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>;
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -866,13 +880,15 @@ typedef struct {
 // The input side, forward: a = LN(x), r = a + LN(y), u = LN(r), for one row whose x and y the warp
 // holds: the statistics of x and y from registers, then a, r (held in turn, for its statistics
 // and u), u and the six statistics. a_out may be NULL (the final merge does not need a).
-template <int W>
+// SAVED: the backward's recompute (-r 2). The six statistics are read from st instead (the forward
+// pass saved them from these very rows), and the same code then rebuilds a, r and u bit for bit.
+template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
                                   int C, int lane) {
     size_t o = (size_t)row * C;
-    LnStats x_st = held_row_stats<W>(x, C, lane);
-    LnStats y_st = held_row_stats<W>(y, C, lane);
+    LnStats x_st = SAVED ? LnStats{st.x_mean[row], st.x_rstd[row]} : held_row_stats<W>(x, C, lane);
+    LnStats y_st = SAVED ? LnStats{st.y_mean[row], st.y_rstd[row]} : held_row_stats<W>(y, C, lane);
     // r = LN(x) + LN(y), held as stored (rounded): its statistics are taken over those values
     HeldRow<floatX, W> r = {};
     r.row = r_out + o;
@@ -889,13 +905,13 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
         store_pack<W>(r_out + o + i, rv);
         hold(r, k, rv);
     });
-    LnStats r_st = held_row_stats<W>(r, C, lane);
+    LnStats r_st = SAVED ? LnStats{st.mean[row], st.rstd[row]} : held_row_stats<W>(r, C, lane);
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> rv = held(r, k, i), w = load_pack<W>(p.w + i), b = load_pack<W>(p.b + i), uv;
         for (int e = 0; e < W; e++) { uv.v[e] = (floatX)(((float)rv.v[e] - r_st.mean) * r_st.rstd * (float)w.v[e] + (float)b.v[e]); }
         store_pack<W>(u_out + o + i, uv);
     });
-    if (lane == 0) {
+    if (lane == 0 && !SAVED) {
         st.x_mean[row] = x_st.mean;
         st.x_rstd[row] = x_st.rstd;
         st.y_mean[row] = y_st.mean;
@@ -905,14 +921,14 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     }
 }
 
-template <int W>
+template <int W, bool SAVED = false>
 __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                              const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
     HeldRow<floatX, W> xh = held_load<floatX, W>(x + o, C, lane), yh = held_load<floatX, W>(y + o, C, lane);
-    siamese_input_row<W>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+    siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
 // the width of an input side's row kernel (row_width) over its n row tensors and the six norm
@@ -927,6 +943,20 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     const void* rows[] = {a_out, r_out, u_out, x, y};
     auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
+    cudaCheckLaunch();
+}
+
+// the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
+// statistics the forward pass saved in st (a is not needed by the backward: not written). The same
+// row code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel
+// (this one's or the update's) made them; at either width (the width orders only the sums of
+// the statistics, which are not taken here).
+static void siamese_input_recompute(floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x, const floatX* y,
+                                    SiameseNorms p, int N, int C) {
+    const void* rows[] = {r_out, u_out, x, y};
+    auto kernel = siamese_row_width(C, rows, 4, p) == VEC_X ? siamese_input_forward_kernel<VEC_X, true>
+                                                            : siamese_input_forward_kernel<1, true>;
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(nullptr, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -963,7 +993,7 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
         hold(xh, k, xn);
         hold(yh, k, yn);
     });
-    siamese_input_row<W>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+    siamese_input_row<W, false>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
 // x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the
@@ -1152,8 +1182,8 @@ typedef struct {
     int ldd;
     float alpha, beta;
     cublasLtEpilogue_t epilogue;
-    const void* bias;  // EPILOGUE_BIAS, GELU_AUX_BIAS
-    void* aux;         // GELU_AUX_BIAS (written), DGELU (read): the GELU pre-activation
+    const void* bias;  // EPILOGUE_BIAS
+    void* aux;         // DGELU (read): the GELU pre-activation
     int ld_aux;
 } MatmulSpec;
 
@@ -1300,8 +1330,9 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Used only where
-// cuBLASLt runs no fused GELU epilogue for a shape (see matmul_forward / matmul_backward_input).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
+// (block_forward, and the backward's recompute); the backward where cuBLASLt runs no fused DGELU
+// epilogue for a shape (see matmul_backward_input).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
@@ -1343,8 +1374,8 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 // ----------------------------------------------------------------------------
 // the linear layers (derivations in the matmul comment above)
 
-// The fused GELU epilogues can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the GELU
-// kernels above run instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
+// The fused GELU backward epilogue can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the
+// GELU kernel above runs instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
 // (test_gpt2cu also sets gelu_fusion to 0 itself, to check both paths.)
 static int gelu_fusion = -1;  // -1: not decided yet
 
@@ -1358,24 +1389,11 @@ static int gelu_fusion_enabled(void) {
 // (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
 static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux % 8 == 0; }
 
-// out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias. With gelu_pre: out = GELU(that), and gelu_pre
-// receives the pre-activation (the fused GELU_AUX_BIAS epilogue, or a GELU kernel as fallback).
-static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC,
-                           floatX* gelu_pre) {
+// out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC) {
     MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
     spec.bias = bias;
     spec.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (gelu_pre) {
-        MatmulSpec fused = spec;
-        fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        fused.aux = gelu_pre;
-        fused.ld_aux = OC;
-        if (bias && gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
-        spec.D = gelu_pre;
-        matmul_lt(&spec, 0);
-        gelu_apply(out, gelu_pre, (size_t)BT * OC, 0);
-        return;
-    }
     matmul_lt(&spec, 0);
 }
 
@@ -1665,12 +1683,18 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c: floatX,
 // their statistics and the losses fp32. k indexes sublayers (2L), l layers; the math's names
 // (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
+// Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
+// and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
+// also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
+// (siamese_input_recompute, layernorm_recompute, residual_forward), and lnx two (the forward's
+// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
 typedef struct {
     floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
     floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
-    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x), the base of the X update
+    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x), the base of the X update (-r 2: two, k % 2)
     floatX* lnsum;     // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
-    floatX* blockin;   // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x
+                       //                 (-r 2: one sublayer)
+    floatX* blockin;   // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x (-r 2: one)
     float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
     float* ln_rstd;    // (2L, B, T)
     float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
@@ -1681,7 +1705,7 @@ typedef struct {
     float* att_lse;    // (L, B, NH, T)   each attention row's log-sum-exp, all its backward needs
     floatX* atty;      // (L, B, T, C)    attention output before its projection
     floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
-    floatX* fch_gelu;  // (L, B, T, 4C)
+    floatX* fch_gelu;  // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
     floatX* blockout;  // (2L, B, T, C)   z, the block output
     floatX* lnfsum;    // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
     float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
@@ -1696,18 +1720,23 @@ typedef struct {
 } ActivationTensors;
 
 // points every activation tensor into `memory` (NULL: only counts); returns the bytes they take
-static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Config* cfg, int B, int T) {
+// (recompute: -r, 0 to 2)
+static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Config* cfg, int B, int T,
+                                int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
     // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
+    size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
+    size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
+    size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
     size_t n = 0;
     t->resx = next_tensor<floatX>(memory, &n, (2 * L + 1) * BT * C);
     t->resy = next_tensor<floatX>(memory, &n, S * (2 * L + 1) * BT * C);
-    t->lnx = next_tensor<floatX>(memory, &n, S * 2 * L * BT * C);
-    t->lnsum = next_tensor<floatX>(memory, &n, R * 2 * L * BT * C);
-    t->blockin = next_tensor<floatX>(memory, &n, U * 2 * L * BT * C);
+    t->lnx = next_tensor<floatX>(memory, &n, S * a_sublayers * BT * C);
+    t->lnsum = next_tensor<floatX>(memory, &n, R * ln_sublayers * BT * C);
+    t->blockin = next_tensor<floatX>(memory, &n, U * ln_sublayers * BT * C);
     t->ln_mean = next_tensor<float>(memory, &n, 2 * L * BT);
     t->ln_rstd = next_tensor<float>(memory, &n, 2 * L * BT);
     t->lnx_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
@@ -1718,7 +1747,7 @@ static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Co
     t->att_lse = next_tensor<float>(memory, &n, L * B * NH * T);
     t->atty = next_tensor<floatX>(memory, &n, L * BT * C);
     t->fch = next_tensor<floatX>(memory, &n, L * BT * 4 * C);
-    t->fch_gelu = next_tensor<floatX>(memory, &n, L * BT * 4 * C);
+    t->fch_gelu = next_tensor<floatX>(memory, &n, gelu_layers * BT * 4 * C);
     t->blockout = next_tensor<floatX>(memory, &n, 2 * L * BT * C);
     t->lnfsum = next_tensor<floatX>(memory, &n, S * BT * C);
     t->lnfx_mean = next_tensor<float>(memory, &n, S * BT);
@@ -1787,6 +1816,7 @@ typedef struct {
     char* scratch_memory;       // device: every scratch tensor
     size_t scratch_bytes;
     int batch_size, seq_len;    // the (B, T) the buffers were allocated for
+    int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;           // the (B, T) of the last forward pass
     int* inputs;                // pinned host (B, T) tokens of the last forward pass
     int* targets;               // pinned host (B, T) its targets
@@ -1885,9 +1915,10 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
     cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
-    m->acts_bytes = point_activations(&m->acts, NULL, cfg, B, T);
+    if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
+    m->acts_bytes = point_activations(&m->acts, NULL, cfg, B, T, m->recompute);
     m->acts_memory = (char*)cuda_malloc_check(m->acts_bytes, "activations");
-    point_activations(&m->acts, m->acts_memory, cfg, B, T);
+    point_activations(&m->acts, m->acts_memory, cfg, B, T, m->recompute);
     m->scratch_bytes = point_scratch(&m->scratch, NULL, cfg, B, T);
     m->scratch_memory = (char*)cuda_malloc_check(m->scratch_bytes, "backward scratch");
     point_scratch(&m->scratch, m->scratch_memory, cfg, B, T);
@@ -1951,6 +1982,12 @@ static SiameseStats final_stats(const ActivationTensors* acts) {
     return st;
 }
 
+// where sublayer k's a (-r 2: two slots, k % 2), r and u (-r 2: one slot) and layer l's GELU output
+// (-r 1 and 2: one slot) are kept, counted in (B, T, C) and (B, T, 4C) tensors
+static size_t a_slot(const GPT2* m, int k) { return m->recompute >= 2 ? (size_t)(k % 2) : (size_t)k; }
+static size_t ln_slot(const GPT2* m, int k) { return m->recompute >= 2 ? 0 : (size_t)k; }
+static size_t gelu_slot(const GPT2* m, int l) { return m->recompute >= 1 ? 0 : (size_t)l; }
+
 // ----------------------------------------------------------------------------
 // forward
 
@@ -1964,14 +2001,15 @@ static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int
     if (s == 0) {
         floatX* qkv = acts->qkv + lBT * 3 * C;
         floatX* atty = acts->atty + lBT * C;
-        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C, NULL);
+        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
         flash_attention_forward(atty, acts->att_lse + lBT * NH, qkv, B, T, C, NH);
-        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C, NULL);
+        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
         floatX* fch = acts->fch + lBT * 4 * C;
-        floatX* fch_gelu = acts->fch_gelu + lBT * 4 * C;
-        matmul_forward(fch_gelu, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C, fch);
-        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C, NULL);
+        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
+        matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
+        gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0);
+        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
     }
 }
 
@@ -2026,29 +2064,29 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         float* rstd = acts->ln_rstd + (size_t)k * BT;
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE: {
-                floatX* u = acts->blockin + k * N;
+                floatX* u = acts->blockin + ln_slot(m, k) * N;
                 layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
                 block_forward(m, l, s, z, u, B, T);                                // z = F(u)
                 residual_forward(x_next, x, z, N);                                 // x = x + z
                 break;
             }
             case NORM_POST: {
-                floatX* r = acts->lnsum + k * N;
+                floatX* r = acts->lnsum + ln_slot(m, k) * N;
                 block_forward(m, l, s, z, x, B, T);                                // z = F(x)
                 residual_forward(r, x, z, N);                                      // r = x + z
                 layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);         // x = LN(r)
                 break;
             }
             case NORM_SIAMESE: {
-                floatX* a = acts->lnx + k * N;
-                floatX* r = acts->lnsum + k * N;
-                floatX* u = acts->blockin + k * N;
+                floatX* a = acts->lnx + a_slot(m, k) * N;
+                floatX* r = acts->lnsum + ln_slot(m, k) * N;
+                floatX* u = acts->blockin + ln_slot(m, k) * N;
                 floatX* y = acts->resy + k * N;
                 SiameseStats st = sublayer_stats(acts, k, BT);
                 // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
                 // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
                 if (k > 0) {
-                    siamese_update_input_forward(x, y, acts->lnx + (k - 1) * N, acts->resy + (k - 1) * N,
+                    siamese_update_input_forward(x, y, acts->lnx + a_slot(m, k - 1) * N, acts->resy + (k - 1) * N,
                                                  acts->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), a, r, u,
                                                  st, sublayer_norms(p, l, s, C), BT, C);
                 } else {
@@ -2068,13 +2106,13 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, acts->lnx + (2 * L - 1) * N,
+            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, acts->lnx + a_slot(m, 2 * L - 1) * N,
                                          acts->resy + (2 * L - 1) * N, acts->blockout + (2 * L - 1) * N,
                                          siamese_scale(L - 1), NULL, acts->lnfsum, acts->lnf, final_stats(acts),
                                          final_norms(p), BT, C);
             break;
     }
-    matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp, NULL);          // tied output layer
+    matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
         classifier(acts->logits, acts->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
         // the embedding gradient's work list: host work, done while the GPU runs the forward pass
@@ -2119,8 +2157,10 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
     } else {
         size_t wo = (size_t)l * 4 * C * C;
         floatX* fch = acts->fch + lBT * 4 * C;
+        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_backward_input(sc->dfch, CUDA_R_X, 0.0f, dz, p->fcprojw + wo, BT, 4 * C, C, fch);  // through GELU too
-        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, acts->fch_gelu + lBT * 4 * C, BT, 4 * C, C);
+        if (m->recompute >= 1) { gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0); }  // GELU(fch) again, as the forward
+        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, fch_gelu, BT, 4 * C, C);
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dfch, p->fcw + wo, BT, C, 4 * C, NULL);
         matmul_backward_weight(g->fcw + wo, g->fcb + (size_t)l * 4 * C, sc->dfch, u, BT, C, 4 * C);
     }
@@ -2167,31 +2207,40 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         int l = k / 2, s = k % 2;
         floatX* x = acts->resx + k * N;
         floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
+        floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
         float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
         float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
         float* mean = acts->ln_mean + (size_t)k * BT;
         float* rstd = acts->ln_rstd + (size_t)k * BT;
+        floatX* r = acts->lnsum + ln_slot(m, k) * N;
+        floatX* u = acts->blockin + ln_slot(m, k) * N;
+        int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
+                if (rebuild) { layernorm_recompute(u, mean, rstd, x, lnw, lnb, BT, C); }
                 cast_to_x(sc->dz, sc->dx, N);
-                block_backward(m, l, s, sc->du, 0.0f, sc->dz, acts->blockin + k * N, B, T);
+                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 layernorm_backward(sc->dx, NULL, dlnw, dlnb, sc->du, x, lnw, mean, rstd, BT, C, 1);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
                 // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
-                layernorm_backward(sc->dx, sc->dz, dlnw, dlnb, sc->dx, acts->lnsum + k * N, lnw, mean, rstd, BT, C, 0);
+                if (rebuild) { residual_forward(r, x, acts->blockout + k * N, N); }
+                layernorm_backward(sc->dx, sc->dz, dlnw, dlnb, sc->dx, r, lnw, mean, rstd, BT, C, 0);
                 block_backward(m, l, s, sc->dx, 1.0f, sc->dz, x, B, T);
                 break;
-            case NORM_SIAMESE:
+            case NORM_SIAMESE: {
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
-                block_backward(m, l, s, sc->du, 0.0f, sc->dz, acts->blockin + k * N, B, T);
+                floatX* y = acts->resy + k * N;
+                SiameseStats st = sublayer_stats(acts, k, BT);
+                if (rebuild) { siamese_input_recompute(r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C); }
+                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,
-                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C),
-                                       sublayer_stats(acts, k, BT), x, acts->resy + k * N, acts->lnsum + k * N, BT, C);
+                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
                 break;
+            }
         }
         observe_stream_grads(m, k);
     }
@@ -2373,13 +2422,14 @@ int main(int argc, char** argv) {
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
     model.padded_parameters = run.dist.padded;  // the collectives' equal shards (common/dist.h)
+    model.recompute = run.args.recompute;        // -r: which activations the backward rebuilds
     gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
-    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations, %.1f MiB scratch\n",
+    printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations (recompute -r %d), %.1f MiB scratch\n",
            (model.padded_parameters * (sizeof(float) + sizeof(floatX)) + held * 3.0 * sizeof(float)) / 1048576.0,
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
-           model.acts_bytes / 1048576.0, model.scratch_bytes / 1048576.0);
+           model.acts_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
     run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
     run.adamw.beta2 = 0.95f;

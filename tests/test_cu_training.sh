@@ -33,7 +33,7 @@ SHAPE=${SHAPE:-d2c64h4}
 CKPT_STEPS=${CKPT_STEPS:-10}
 STEPS=${STEPS:-20}
 TOL_FP32=${TOL_FP32:-1e-5}
-TOL_BF16=${TOL_BF16:-3e-3}  # bf16: largest difference measured through the layer 6.6e-4 (pre), about 4.5x that
+TOL_BF16=${TOL_BF16:-3e-3}  # bf16: largest difference measured through the layer 7.0e-4 (post), about 4.3x that
 CLI_TEST_NAME=test_cu_training
 source tests/cli_lib.sh
 

@@ -2,8 +2,9 @@
 # tests/test_planted_cpu.sh: test_gpt2 must catch bugs planted in train_gpt2.c. Each plant below is
 # applied to a copy of the sources (train_gpt2.c, test_gpt2.c, common/), test_gpt2 is rebuilt there
 # and run on data/test; it must exit non-zero with a FAIL line. Prints the first failing line of
-# each. The plants are in the gradient norm, whose clip scale barely moves the losses (AdamW is
-# nearly blind to the scale of the gradient): only the norm check of each step sees them.
+# each. Plants 1-3 are in the gradient norm, whose clip scale barely moves the losses (AdamW is
+# nearly blind to the scale of the gradient): only the norm check of each step sees them. Plants 4-5
+# are in the recompute of the backward (-r 1, 2), which only test_gpt2's [recompute] check runs.
 #   bash tests/test_planted_cpu.sh     (CC and CFLAGS from the environment; make test-corrupt runs it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,5 +56,13 @@ plant "chunk tails left out of the sum of squares" \
 # 3. a NaN norm (as from a partial sum never written): the clip of a NaN norm is no clip at all
 plant "NaN gradient norm" \
     '/^static double gpt2_grad_sumsq/,/^}/s/    double total = 0.0;/    double total = NAN;/'
+
+# 4. -r 1: the GELU outputs not rebuilt (the backward reads the last layer's for every layer)
+plant "GELU outputs not rebuilt" \
+    's/if (m->recompute >= 1) { gelu_forward(/if (m->recompute >= 3) { gelu_forward(/'
+
+# 5. -r 2: a, r, u not rebuilt (the backward reads the first sublayer's, as the forward left them)
+plant "LayerNorm outputs not rebuilt" \
+    's/int rebuild = m->recompute >= 2;/int rebuild = m->recompute >= 3;/'
 
 exit $failed

@@ -61,7 +61,7 @@ static double head_loss(GPT2* m, const float* h_in, float* h, float* mean, float
     const GPT2Config* cfg = &m->config;
     int BT = B * T, C = cfg->channels;
     ActivationTensors* a = &m->acts;
-    layernorm_forward(h, mean, rstd, h_in, m->params.lnfw, m->params.lnfb, BT, C);
+    layernorm_forward(h, mean, rstd, h_in, m->params.lnfw, m->params.lnfb, BT, C, STATS_COMPUTE);
     matmul_forward(a->logits, h, m->params.wte, NULL, BT, C, cfg->padded_vocab_size);
     crossentropy_forward(a->losses, a->lse, a->logits, m->targets, BT, cfg->vocab_size, cfg->padded_vocab_size);
     double sum = 0.0;
@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
             if (two_streams) {
                 const float* x = a->resx + (size_t)K * N;
                 const float* y = a->resy + (size_t)K * N;
-                layernorm_forward(fx, mean, rstd, x, model.params.lnfxw, model.params.lnfxb, BT, C);
-                layernorm_forward(fy, mean, rstd, y, model.params.lnfyw, model.params.lnfyb, BT, C);
+                layernorm_forward(fx, mean, rstd, x, model.params.lnfxw, model.params.lnfxb, BT, C, STATS_COMPUTE);
+                layernorm_forward(fy, mean, rstd, y, model.params.lnfyw, model.params.lnfyb, BT, C, STATS_COMPUTE);
             }
             if (pass == 1) {  // the mean ablations, with the means of the first pass
                 for (size_t i = 0; i < N; i++) { sum[i] = fx[i] + (float)fy_avg[i % C]; }
