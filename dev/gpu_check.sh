@@ -416,12 +416,14 @@ LOG
     local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test" mode
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
-        for mode in siamese pre post; do
-            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -e d2c64h4 -N "$mode" \
-                -b 2 -t 64 -x "$([ "$mode" = siamese ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode.txt" 2>&1 || { cat "$tmp/run_$mode.txt"; fails=$((fails + 1)); }
-            python3 dev/roofline.py --launches "$tmp/launches_$mode.txt" -e d2c64h4 -N "$mode" -b 2 -t 64 || fails=$((fails + 1))
+        # MODE:RECOMPUTE: the default (-r 1) in every mode, and -r 0 and -r 2 (the backward's rebuilds)
+        for run in siamese:1 pre:1 post:1 siamese:2 pre:2 post:2 siamese:0; do
+            mode=${run%:*} r=${run#*:}
+            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
+                -b 2 -t 64 -x "$([ "$run" = siamese:1 ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode$r.txt" 2>&1 || { cat "$tmp/run_$mode$r.txt"; fails=$((fails + 1)); }
+            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
         done
-        what+=", the model's launch order against the trainer's (three modes)"
+        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2)"
     fi
     note "$fails failure(s): $what"
     [ "$fails" -eq 0 ]

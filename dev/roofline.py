@@ -66,6 +66,7 @@ NORM_THREADS, NORM_MAX_BLOCKS, NORM_PER_THREAD = 512, 1024, 16
 # 19, the SiameseNorm input side backward 66 (three chained, dr and da recomputed in step 2)
 FLOP_LN_FWD, FLOP_SIAMESE_FWD, FLOP_SIAMESE_UPDATE_FWD = 8, 25, 28
 FLOP_LN_BWD, FLOP_SIAMESE_BWD = 19, 66
+FLOP_GELU = 15  # per element of GELU's forward (tanh approximation: cube, multiply-adds, tanh as ~8)
 FLOP_ADAMW = 20  # per parameter (adamw_kernel: moments, bias corrections, sqrt, decay, update)
 
 
@@ -76,7 +77,7 @@ def ceil_div(a, b):
 class Config:
     """A model as train_gpt2cu builds it from -e (common/params.h, gpt2_config_for_depth)."""
 
-    def __init__(self, spec, mode, vocab=50257, max_t=1024):
+    def __init__(self, spec, mode, vocab=50257, max_t=1024, recompute=1):
         m = re.fullmatch(r"d(\d+)(?:c(\d+)h(\d+))?", spec)
         if not m:
             raise SystemExit(f"dev/roofline.py: model '{spec}' is not dN or dNcXhY")
@@ -90,7 +91,9 @@ class Config:
             raise SystemExit(f"dev/roofline.py: C {self.C} is not a multiple of NH {self.NH}")
         if mode not in ("pre", "post", "siamese"):
             raise SystemExit(f"dev/roofline.py: mode '{mode}' is not pre, post or siamese")
-        self.spec, self.mode = spec, mode
+        if recompute not in (0, 1, 2):
+            raise SystemExit(f"dev/roofline.py: recompute -r {recompute} is not 0, 1 or 2")
+        self.spec, self.mode, self.recompute = spec, mode, recompute
         self.V, self.Vp, self.max_t = vocab, ceil_div(vocab, 128) * 128, max_t
         self.HS = self.C // self.NH
         self.S = 1 if mode == "siamese" else 0  # the siamese-only tensors exist or are empty
@@ -213,10 +216,14 @@ def model_step(cfg, B, T):
              note="a memset, not a kernel: the kernel summary does not list it")
     s.launch("encoder_forward_kernel", "fwd", BT * 4 + U * C * X + T * C * X + streams * P, N,
              note=f"wte rows of the {U:.0f} distinct tokens of uniform random ones read once")
-    linears_fwd = [("qkv", 3 * C, C, False), ("attproj", C, C, False), ("fc", 4 * C, C, True), ("fcproj", C, 4 * C, False)]
-    for what, OC, IC, gelu in linears_fwd:
-        s.matmul(f"fwd {what}", f"fwd {what}" + (" +GELU" if gelu else ""), "fwd", BT, OC, IC, BT * IC * X, OC * IC * X, BT * OC * X,
-                 OC * X + (BT * OC * X if gelu else 0), L)
+    linears_fwd = [("qkv", 3 * C, C), ("attproj", C, C), ("fc", 4 * C, C), ("fcproj", C, 4 * C)]
+    for what, OC, IC in linears_fwd:
+        s.matmul(f"fwd {what}", f"fwd {what}", "fwd", BT, OC, IC, BT * IC * X, OC * IC * X, BT * OC * X, OC * X, L)
+    # GELU as a kernel on the stored pre-activation fch (read fch, write GELU(fch)); with -r 1 or 2
+    # the backward runs it once more per layer to rebuild the output the fcproj weight gradient reads
+    gelu_launches = L * (2 if cfg.recompute >= 1 else 1)
+    s.launch("gelu_kernel", "fwd", 2 * 4 * P, FLOP_GELU * 4 * N, gelu_launches,
+             note="forward, and the backward's rebuild with -r 1, 2" if cfg.recompute >= 1 else "forward")
     attention_rows(s, cfg, B, T, L, L)
     if mode == "siamese":
         s.launch("siamese_input_forward_kernel", "fwd", 5 * P + stats(6), FLOP_SIAMESE_FWD * N,
@@ -239,7 +246,7 @@ def model_step(cfg, B, T):
     s.matmul("bwd-input logits", "bwd-input logits (fp32 out)", "bwd", BT, C, Vp, BT * Vp * X, Vp * C * X, BT * C * F)
     s.matmul("bwd-weight wte", "bwd-weight wte (fp32 +=)", "bwd", Vp, C, BT, BT * Vp * X, BT * C * X, 2 * Vp * C * F)
     # the block backwards: per linear, dinp (floatX, or fp32 into du) and dW (fp32, +=) and its bias
-    for what, OC, IC, gelu in linears_fwd:
+    for what, OC, IC in linears_fwd:
         fp32_out = what in ("qkv", "fc")  # the block's input gradient du (fp32)
         acc = mode == "post" and fp32_out  # post: accumulates into dx
         out_b = BT * IC * (F if fp32_out else X) * (2 if acc else 1)
@@ -248,6 +255,14 @@ def model_step(cfg, B, T):
                  BT, IC, OC, BT * OC * X, OC * IC * X, out_b, BT * IC * X if dgelu else 0, L)
         s.matmul(f"bwd-weight {what}", f"bwd-weight {what} (fp32 +=)", "bwd", OC, IC, BT, BT * OC * X, BT * IC * X, 2 * OC * IC * F, 0, L)
         column_grads_rows(s, BT, OC, L)
+    if cfg.recompute >= 2:  # r and u of every sublayer rebuilt from the streams and the saved statistics
+        if mode == "siamese":
+            s.launch("siamese_input_forward_kernel", "bwd", 5 * P + stats(6), FLOP_SIAMESE_FWD * N, 2 * L,
+                     note="-r 2: x, y and the statistics read; r, u written")
+        elif mode == "pre":
+            s.launch("layernorm_forward_kernel", "bwd", 2 * P + stats(2), FLOP_LN_FWD * N, 2 * L, "-r 2: u rebuilt")
+        else:
+            s.launch("residual_forward_kernel", "bwd", 3 * P, N, 2 * L, "-r 2: r rebuilt")
     if mode == "siamese":
         part = 6 * ln_blocks * C * F  # the block partials of six sums
         s.launch("siamese_input_backward_kernel", "bwd", 10 * P + stats(6) + part, FLOP_SIAMESE_BWD * N,
@@ -290,7 +305,7 @@ def launch_sequence(cfg, step):
     memset, each as often as it launches (wte_finish_kernel does not run on uniform random tokens)"""
     L, mode, mm = cfg.L, cfg.mode, step.matmuls
     seq = ["encoder_forward_kernel"]
-    block_fwd = [[mm["fwd qkv"], "flash_forward_kernel", mm["fwd attproj"]], [mm["fwd fc"], mm["fwd fcproj"]]]
+    block_fwd = [[mm["fwd qkv"], "flash_forward_kernel", mm["fwd attproj"]], [mm["fwd fc"], "gelu_kernel", mm["fwd fcproj"]]]
     for k in range(2 * L):
         blk = block_fwd[k % 2]
         if mode == "siamese":
@@ -307,15 +322,17 @@ def launch_sequence(cfg, step):
     block_bwd = [[mm["bwd-input attproj"], mm["bwd-weight attproj"]] + bias +
                  ["flash_backward_dot_kernel", "flash_backward_kv_kernel", "flash_backward_dq_kernel",
                   mm["bwd-input qkv"], mm["bwd-weight qkv"]] + bias,
-                 [mm["bwd-input fcproj"], mm["bwd-weight fcproj"]] + bias + [mm["bwd-input fc"], mm["bwd-weight fc"]] + bias]
+                 [mm["bwd-input fcproj"]] + (["gelu_kernel"] if cfg.recompute >= 1 else []) + [mm["bwd-weight fcproj"]] +
+                 bias + [mm["bwd-input fc"], mm["bwd-weight fc"]] + bias]
+    rebuild = cfg.recompute >= 2
     for k in range(2 * L - 1, -1, -1):
         blk = block_bwd[k % 2]
         if mode == "siamese":
-            seq += blk + ln_bwd
+            seq += (["siamese_input_forward_kernel"] if rebuild else []) + blk + ln_bwd
         elif mode == "pre":
-            seq += ["cast_to_x_kernel"] + blk + ln_bwd
+            seq += (["layernorm_forward_kernel"] if rebuild else []) + ["cast_to_x_kernel"] + blk + ln_bwd
         else:
-            seq += ln_bwd + blk
+            seq += (["residual_forward_kernel"] if rebuild else []) + ln_bwd + blk
     seq += ["wte_chunk_kernel", "wpe_backward_kernel", "sumsq_kernel"]
     seq += ["adamw_kernel"] * sum(1 for n in cfg.param_sizes if n > 0)
     return seq
@@ -735,8 +752,8 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
     logits = rows_by.get(f"`{step.matmuls['fwd logits']}`")
     check("trace: the logits' forward, two kernels of 30 us per step: 0.060 ms, 2.0 kernels per run",
           logits is not None and logits[5].strip() == "0.060" and logits[3].strip() == "2.0")
-    mlp = rows_by.get(f"`{step.matmuls['fwd fc']}` + `{step.matmuls['fwd fcproj']}`")
-    check("trace: fc and fcproj forward timed together, L runs per step of two kernels: 0.040 ms",
+    mlp = rows_by.get(f"`{step.matmuls['bwd-input attproj']}` + `{step.matmuls['bwd-weight attproj']}`")
+    check("trace: attproj's two backward matmuls timed together, L runs per step of two kernels: 0.040 ms",
           mlp is not None and mlp[2].strip() == "2" and mlp[5].strip() == "0.040")
     allmm = rows_by.get("all matmuls")
     check("trace: all matmuls, 26 calls of 10 us and 60 us for the logits per step: 0.320 ms",
@@ -763,6 +780,7 @@ def main():
     ap.add_argument("-N", dest="mode", default="siamese", help="pre, post or siamese (default siamese)")
     ap.add_argument("-b", dest="B", type=int, default=64, help="micro-batch (default 64)")
     ap.add_argument("-t", dest="T", type=int, default=1024, help="sequence length (default 1024)")
+    ap.add_argument("-r", dest="recompute", type=int, default=1, help="the trainer's -r: 0, 1 or 2 (default 1, as the trainer)")
     ap.add_argument("--doc", action="store_true", help="print doc/cuda.md's generated block")
     ap.add_argument("--check", metavar="MD", help="exit 1 when MD's generated block differs from --doc")
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")
@@ -795,7 +813,7 @@ def main():
             return 1
         print(f"dev/roofline.py: {path}'s roofline block is current")
         return 0
-    cfg = Config(a.model, a.mode)
+    cfg = Config(a.model, a.mode, recompute=a.recompute)
     if a.launches:
         ok, message = check_launches(read_text(a.launches), cfg, a.B, a.T)
         print(f"dev/roofline.py --launches: {message}")
