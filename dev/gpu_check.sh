@@ -448,9 +448,10 @@ case "${1:-}" in
 esac
 
 OUT=${OUT:-./out_gpu_check}
-# through the layer every kernel runs on the CPU, on a machine that may be shared: 4x the budgets
+# through the layer every kernel runs on the CPU, on a machine that may be shared and loaded: the
+# budgets there only catch a hang (10x), they time nothing
 scale=1
-[ "$MODE" = layer ] && scale=4
+[ "$MODE" = layer ] && scale=10
 BUDGET_S=${BUDGET_S:-$((530 * scale))}
 mkdir -p "$OUT/logs"
 OUT=$(cd "$OUT" && pwd)
