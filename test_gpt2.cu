@@ -29,20 +29,28 @@ test_gpt2.c; the floors below are per build.
     FP32 build (make test_gpt2cu PRECISION=FP32: fp32 everywhere, no TF32; the CPU trainer's fp32
     errors against the float64 references are about 1e-6):
         activations 2e-5, loss 1e-5, stream and parameter gradients 1e-4, step losses 1e-5,
-        step gradient norms 1e-6 (largest measured through the layer 8.2e-8, as the CPU trainer's;
-        a GPU's GEMM rounding enters the norm averaged over all gradients)
+        step gradient norms 1e-5 (largest measured through the layer 8.2e-8, as the CPU trainer's;
+        on an H100 7.8e-7: a GPU's GEMM rounding enters the norm averaged over all gradients).
+        Largest errors measured on an H100 (data/test and the two shapes of dev/gpu_check.sh's
+        test_shapes, every mode, both GELU paths): activations 1.9e-6, loss 9.0e-8, stream
+        gradients 3.6e-6, parameter gradients 1.7e-5, step losses 7.2e-7, dlogits 5.2e-8
     BF16 build (bf16 activations and weights, fp32 master weights/grads/statistics). PyTorch
     float32's error says nothing about bf16 rounding, so the floors come from the errors of this
     build measured through the CPU execution layer (tests/cudacpu, whose GEMM is exact: what it
     measures is the rounding at our bf16 storage points) on data/test, both GELU paths, with a
     margin of about 3x for a GPU's own rounding:
         activations 3e-2 (largest measured 1.2e-2), loss 1e-3 (3.3e-4), stream and parameter
-        gradients 4e-2 (1.3e-2), step losses 5e-4 (1.2e-4); step gradient norms 3e-2, about 10x
-        the largest measured (2.6e-3, siamese_trained step 0; 1.9e-3 on the untrained dumps)
+        gradients 4e-2 (1.3e-2), step losses 1e-3 (1.2e-4); step gradient norms 3e-2, about 10x
+        the largest measured (2.6e-3, siamese_trained step 0; 1.9e-3 on the untrained dumps).
+        Largest errors measured on an H100 (as for FP32 above), each under its floor: activations
+        1.4e-2 (odd dumps, post, final h), loss 3.8e-4, stream gradients 1.1e-2, parameter
+        gradients 1.5e-2, step losses 3.8e-4 (siamese_trained step 0: the loss above), step
+        gradient norms 2.5e-3, dlogits 2.4e-3
     dlogits are checked against a reference computed from our own logits, so the floors are those
-    of the classifier alone: FP32 1e-6 (measured 3.0e-8: a few roundings of fp32, and a GPU's expf
-    differs from the host's by an ulp or two), BF16 4e-3 (one rounding to bf16, 2^-9 relative:
-    measured 2.0e-3).
+    of the classifier alone: FP32 1e-6 (measured 3.0e-8, 5.2e-8 on an H100: a few roundings of
+    fp32, and a GPU's expf differs from the host's by an ulp or two), BF16 8e-3 (one rounding to
+    bf16, 2^-9 relative to the entry, here relative to the largest entry: measured 2.0e-3, 2.4e-3
+    on an H100).
     Some numbers a bf16 computation cannot determine at all: in a trained model (siamese_trained)
     most gradients are small differences of much larger terms, and rounding those terms to bf16
     leaves an error of the order of the gradient itself (measured through the layer: 25 of 28
@@ -77,15 +85,15 @@ static const float TOL_ACTS = 2e-5f;
 static const float TOL_LOSS = 1e-5f;
 static const float TOL_GRADS = 1e-4f;
 static const float TOL_STEP_LOSS = 1e-5f;
-static const float TOL_STEP_NORM = 1e-6f;  // largest measured through the layer 8.2e-8 (header)
+static const float TOL_STEP_NORM = 1e-5f;  // largest measured: layer 8.2e-8, H100 7.8e-7 (header)
 static const float TOL_DLOGITS = 1e-6f;
 #else
 static const float TOL_ACTS = 3e-2f;
 static const float TOL_LOSS = 1e-3f;
 static const float TOL_GRADS = 4e-2f;
-static const float TOL_STEP_LOSS = 5e-4f;
+static const float TOL_STEP_LOSS = 1e-3f;  // the step-0 loss is the loss above: the same floor
 static const float TOL_STEP_NORM = 3e-2f;  // largest measured through the layer 2.6e-3 (header)
-static const float TOL_DLOGITS = 4e-3f;
+static const float TOL_DLOGITS = 8e-3f;
 #endif
 
 // Can this build determine a number whose PyTorch float32 error is `yard`? Always in FP32; in BF16

@@ -36,8 +36,9 @@
 #               resume compared bit for bit, samples
 #   cross       tests/test_cross_checkpoint.sh: checkpoints between the CPU and the GPU trainer
 #   cli         tests/test_train_cu_cli.sh: -h, flag errors, a 2-step run
-#   sanitizer   compute-sanitizer memcheck (--leak-check full) on ./test_gpt2cu; memcheck, racecheck,
-#               initcheck and synccheck on a tiny run of each mode with sampling
+#   sanitizer   compute-sanitizer: memcheck (--leak-check full) on ./test_gpt2cu and a tiny run of each
+#               mode with sampling; racecheck and synccheck on those runs and on one with three key
+#               tiles of attention; initcheck on the FP32 build's runs (stage_sanitizer says why)
 #   timing_gelu d12 siamese at the timing's B with the GELU kernels instead of cuBLASLt's fused
 #               epilogues (TRAIN_GPT2CU_NO_GELU_FUSION=1)
 #   shakespeare 200 steps of d6 siamese on tiny shakespeare with a sample (when the data is there)
@@ -169,34 +170,53 @@ stage_cli() {
     TRAIN=$TRAIN_BF16 bash tests/test_train_cu_cli.sh
 }
 
-# a tiny run of MODE with sampling on the default data
-tiny_run() { "$TRAIN_BF16" -e d2c64h4 -N "$1" -b 2 -t 32 -x 2 -v 0 -s 2 -g 40; }
+# sanitize TOOL NAME BINARY ARGS...: one compute-sanitizer run, logged as sanitizer_TOOL_NAME.txt;
+# returns the run's exit status (99: the tool reported errors)
+sanitize() {
+    local tool=$1 name=$2 log=$OUT/logs/sanitizer_$1_$2.txt extra=()
+    shift 2
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$@" > "$log" 2>&1
+    local rc=$?
+    printf '%-10s %-13s exit %3d  %s\n' "$tool" "$name" "$rc" "$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+    return $rc
+}
 
+# The tiny runs (d2c64h4, B 2, T 32, two steps) sample 40 tokens, so every sequence length 1..32
+# runs; "tiles" is one step at HS 48 (padded to 64) and T 144, three key tiles of the attention
+# kernels, for racecheck and synccheck. memcheck also runs ./test_gpt2cu (racecheck on it takes
+# minutes on an H100). initcheck runs the FP32 build: on an H100 it flags reads of what cuBLASLt's
+# bf16 kernels wrote (dev/cuda/initcheck_probe.cu: a bf16 product that holds the right values is
+# reported uninitialized, the fp32 one is not), so the bf16 build's initcheck is reported per kernel
+# beside the probe's verdict and counts only when the probe is clean.
 stage_sanitizer() {
     has compute-sanitizer || skip "compute-sanitizer not found"
     make -s data/arithmetic
-    local tool failures=0 runs=0 target log
-    for tool in memcheck racecheck initcheck synccheck; do
-        local extra=()
-        [ "$tool" = memcheck ] && extra=(--leak-check full)
-        # the test (every kernel at the dumps' shapes) under memcheck; racecheck on it takes minutes
-        # on an H100, so the other tools run the tiny training runs, which sample at lengths 1..32
-        local targets="pre post siamese"
-        [ "$tool" = memcheck ] && targets="test $targets"
-        for target in $targets; do
-            log=$OUT/logs/sanitizer_${tool}_$target.txt
-            runs=$((runs + 1))
-            if [ "$target" = test ]; then
-                compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$TEST_BF16" > "$log" 2>&1
-            else
-                compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$TRAIN_BF16" -e d2c64h4 -N "$target" \
-                    -b 2 -t 32 -x 2 -v 0 -s 2 -g 40 > "$log" 2>&1
-            fi
-            local rc=$?
-            printf '%-10s %-8s exit %3d  %s\n' "$tool" "$target" "$rc" "$(grep -m1 'ERROR SUMMARY' "$log")"
-            [ $rc -eq 0 ] || failures=$((failures + 1))
-        done
+    [ -x "$TRAIN_FP32" ] || make -j16 train_gpt2cu_fp32 GPU_ARCH="$(build_arch)" > /dev/null || { note "train_gpt2cu_fp32 did not build"; return 1; }
+    local failures=0 runs=0 mode tool
+    local tiny=(-e d2c64h4 -b 2 -t 32 -x 2 -v 0 -s 2 -g 40 -H "") tiles=(-e d1c96h2 -N siamese -b 1 -t 144 -x 1 -v 0 -s 0 -H "")
+    count() { runs=$((runs + 1)); "$@" || failures=$((failures + 1)); }
+    count sanitize memcheck test "$TEST_BF16"
+    for mode in pre post siamese; do count sanitize memcheck "$mode" "$TRAIN_BF16" -N "$mode" "${tiny[@]}"; done
+    for tool in racecheck synccheck; do
+        for mode in pre post siamese; do count sanitize "$tool" "$mode" "$TRAIN_BF16" -N "$mode" "${tiny[@]}"; done
+        count sanitize "$tool" tiles "$TRAIN_BF16" "${tiles[@]}"
     done
+    for mode in pre post siamese; do count sanitize initcheck "fp32_$mode" "$TRAIN_FP32" -N "$mode" "${tiny[@]}"; done
+    # the bf16 build under initcheck, after the probe
+    local probe=$OUT/initcheck_probe probe_clean=0
+    nvcc -O2 -arch="sm_$(build_arch)" dev/cuda/initcheck_probe.cu -o "$probe" -lcublasLt || { note "the probe did not build"; return 1; }
+    sanitize initcheck probe_bf16 "$probe" && probe_clean=1
+    sanitize initcheck bf16_siamese "$TRAIN_BF16" -N siamese "${tiny[@]}"
+    local rc=$?
+    echo "initcheck bf16_siamese, flagged reads by kernel:"
+    grep -A1 '^========= Uninit' "$OUT/logs/sanitizer_initcheck_bf16_siamese.txt" | sed -nE 's/^=========     at (void )?([A-Za-z_:]+).*/\2/p' | sort | uniq -c | sort -rn
+    if [ "$probe_clean" = 1 ]; then
+        runs=$((runs + 1))
+        [ $rc -eq 0 ] || failures=$((failures + 1))
+    else
+        echo "the probe's cuBLASLt bf16 output is flagged too: the bf16 initcheck is not counted"
+    fi
     note "$failures of $runs sanitizer runs reported errors or failed (logs/sanitizer_*.txt)"
     [ "$failures" -eq 0 ]
 }
@@ -417,7 +437,14 @@ LOG
     # through the layer: the model's launch order against the trainer's, a step of a small model in
     # every mode (two in siamese: the next step repeats it) on random tokens of GPT-2's vocabulary
     # (CUDACPU_LAUNCH_LOG, tests/cudacpu)
-    local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test" mode
+    # an empty GPU_ARCH in the environment builds for the default architecture (it once reached nvcc
+    # as "compute_")
+    if GPU_ARCH= make -n --no-print-directory -B train_gpt2cu 2> /dev/null | grep -q 'arch=compute_90,code=sm_90'; then
+        echo "ok   make with GPU_ARCH= builds for sm_90"
+    else
+        echo "FAIL make with GPU_ARCH= does not build for sm_90"; fails=$((fails + 1))
+    fi
+    local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test, GPU_ARCH=" mode
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
         # MODE:RECOMPUTE: the default (-r 1) in every mode, and -r 0 and -r 2 (the backward's rebuilds)
