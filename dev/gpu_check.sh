@@ -364,7 +364,7 @@ stage_torch() {
     python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null ||
         skip "torch with CUDA does not import here (pip cannot reach PyPI from a machine without network): the PyTorch peer is not measured"
     local rc=0 sdpa=$OUT/logs/attention_sdpa.txt dir
-    python3 dev/cuda/attention_sdpa.py > "$sdpa" 2>&1 || rc=1
+    python3 dev/cuda/attention_sdpa.py > "$sdpa" 2>&1 || { echo "attention_sdpa.py: exit status $?"; rc=1; }
     cat "$sdpa"
     local line=""
     for dir in forward backward; do
@@ -378,7 +378,8 @@ stage_torch() {
     done
     local b
     b=$(cat "$OUT/d12_batch" 2>/dev/null || echo "32 16 8")
-    OUT=$OUT/bench_torch DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=1 BATCHES="$b" bash dev/bench_gpu.sh || rc=1
+    OUT=$OUT/bench_torch DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=1 BATCHES="$b" bash dev/bench_gpu.sh ||
+        { echo "dev/bench_gpu.sh: exit status $?"; rc=1; }
     note "${line}bench_torch/bench_gpu.md"
     return $rc
 }
