@@ -12,20 +12,26 @@
 # the next stage runs; the whole call stops starting stages when BUDGET_S is spent):
 #   env         nvidia-smi, driver, nvcc --version, the git commit, which profilers are installed
 #   selftest    this script's parsing on canned output, before it parses real output: dev/roofline.py
-#               --self-test, the profile join and the dev/cuda summary below, dev/bench_gpu.sh --self-test;
+#               --self-test, the profile joins (an nsys summary, an ncu profile of whole steps) and
+#               the dev/cuda summary below, dev/bench_gpu.sh --self-test (step lines, GPU polling);
 #               in --layer mode also the model's launch order against the trainer's (dev/roofline.py
-#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese)
+#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese), and that
+#               each of the trainer's NVTX ranges "step" holds exactly one modelled step (--step-ranges
+#               on tests/cudacpu/nvtx_ranges.c's log of the two-step run)
 #   build       only what the timing needs: make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard
 #               (bf16; GPU_ARCH from the GPU's compute capability)
 #   test_bf16   ./test_gpt2cu against data/test (each result on its own row)
 #   timing      dev/bench_gpu.sh at d12, T=1024 on random tokens of GPT-2's 50257: the largest
 #               micro-batch B that fits for siamese, then pre at that B: ms/step, tokens/s, MFU by
-#               our formula and by llm.c's, beside dev/roofline.py's lower bound for that B
+#               our formula and by llm.c's, beside dev/roofline.py's lower bound for that B, and the
+#               median SM clock and power during the timed steps (nvidia-smi polled every 100 ms)
 #   dev_cuda    make -C dev/cuda; each experiment at its real sizes; one line per timed job: every
 #               version's time, the trainer's marked, and the trainer's over the fastest other's
-#   kernels     per-kernel GPU times of 5 steps of the timing's d12 siamese run (nsys, else ncu
-#               --clock-control none), joined with dev/roofline.py's model: measured against
-#               predicted per kernel, and with nsys cuBLASLt's time by matmul call from the trace
+#   kernels     per-kernel GPU times of whole steps of the timing's d12 siamese run: ncu on the
+#               trainer's NVTX range "step" for 3 steps (nsys: 5 steps), joined with
+#               dev/roofline.py's model: measured launches and ms per step of every kernel (steps 2
+#               and 3, checked to launch the same kernels as step 1) against predicted, cuBLASLt's
+#               time by matmul call, and the kernels' sum against the timing's wall-clock step
 #               (kernels_vs_model.md)
 #   build_rest  make -j16 train_gpt2 test_gpt2 train_gpt2cu_fp32 test_gpt2cu_fp32
 #   test_fp32   ./test_gpt2cu_fp32 against data/test
@@ -51,8 +57,8 @@
 # them in a second call, e.g. STAGES="build_rest test_fp32 test_shapes training cross cli sanitizer".
 #
 # Output: $OUT/summary.md (stage | result | seconds | note), $OUT/logs/<stage>.log, and what each
-# stage writes (the benchmark tables, kernels_vs_model.md, the nsys report). OUT defaults to
-# ./out_gpu_check (git-ignored).
+# stage writes (the benchmark tables, kernels_vs_model.md, the profile: kernels_ncu.csv or the nsys
+# report). OUT defaults to ./out_gpu_check (git-ignored).
 # Environment: OUT, STAGES (names to run, default all), BUDGET_S (default 530), GPU_ARCH,
 #   SHAKESPEARE_DIR (default data/tinyshakespeare: tiny_shakespeare_{train,val}.bin and
 #   tokenizer.bin as dev/data/tinyshakespeare.py writes them; git-ignored, so copy that folder to
@@ -233,7 +239,8 @@ predicted() {
 }
 
 # bench_field MD RUN FIELD: a field of RUN's row ("train_gpt2cu siamese") in a bench_gpu.md table:
-# 4 B, 5 ms/step, 6 tok/s, 7 MFU % (ours), 8 MFU % (llm.c's formula)
+# 4 B, 5 ms/step, 6 tok/s, 7 MFU % (ours), 8 MFU % (llm.c's formula), 12 SM clock MHz and 13 power W
+# (medians during the timed steps)
 bench_field() {
     awk -F'|' -v run="$2" -v f="$3" '$3 ~ run {gsub(/ /, "", $f); print $f; exit}' "$1" 2>/dev/null
 }
@@ -251,10 +258,12 @@ stage_timing() {
         local ms pred
         ms=$(bench_field "$md" "train_gpt2cu $mode" 5)
         pred=$(predicted "$mode" "$b")
-        printf '  %-8s %9s ms/step, lower bound %s ms (%s x), %s tok/s, MFU %s%% (llm.c formula %s%%)\n' "$mode" "$ms" \
+        local gpu
+        gpu="SM $(bench_field "$md" "train_gpt2cu $mode" 12) MHz, $(bench_field "$md" "train_gpt2cu $mode" 13) W"
+        printf '  %-8s %9s ms/step, lower bound %s ms (%s x), %s tok/s, MFU %s%% (llm.c formula %s%%), %s\n' "$mode" "$ms" \
             "$pred" "$(calc 'a/b' a="$ms" b="$pred")" "$(bench_field "$md" "train_gpt2cu $mode" 6)" \
-            "$(bench_field "$md" "train_gpt2cu $mode" 7)" "$(bench_field "$md" "train_gpt2cu $mode" 8)"
-        line+=" $mode ${ms:-?} ms (bound ${pred}), MFU $(bench_field "$md" "train_gpt2cu $mode" 7)% / llm.c $(bench_field "$md" "train_gpt2cu $mode" 8)%;"
+            "$(bench_field "$md" "train_gpt2cu $mode" 7)" "$(bench_field "$md" "train_gpt2cu $mode" 8)" "$gpu"
+        line+=" $mode ${ms:-?} ms (bound ${pred}), MFU $(bench_field "$md" "train_gpt2cu $mode" 7)% / llm.c $(bench_field "$md" "train_gpt2cu $mode" 8)%, $gpu;"
     done
     note "$line bench/bench_gpu.md"
     return $rc
@@ -502,13 +511,18 @@ LOG
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
         # MODE:RECOMPUTE: the default (-r 1) in every mode, and -r 0 and -r 2 (the backward's rebuilds)
+        # the two-step run also logs the trainer's NVTX ranges (tests/cudacpu/nvtx_ranges.c): each
+        # "step" range, which the kernels stage profiles on a GPU, must hold exactly one modelled step
+        local ranges=()
         for run in siamese:1 pre:1 post:1 siamese:2 pre:2 post:2 siamese:0; do
-            mode=${run%:*} r=${run#*:}
-            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
+            mode=${run%:*} r=${run#*:} ranges=()
+            [ "$run" = siamese:1 ] && ranges=(--step-ranges "$tmp/ranges_$mode$r.txt")
+            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt NVTX_INJECTION64_PATH=$PWD/tests/bin/nvtx_ranges.so NVTX_RANGE_LOG=$tmp/ranges_$mode$r.txt \
+                "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
                 -b 2 -t 64 -x "$([ "$run" = siamese:1 ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode$r.txt" 2>&1 || { cat "$tmp/run_$mode$r.txt"; fails=$((fails + 1)); }
-            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
+            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" "${ranges[@]}" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
         done
-        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2)"
+        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2), the NVTX step ranges"
     fi
     note "$fails failure(s): $what"
     [ "$fails" -eq 0 ]
@@ -544,7 +558,7 @@ if [ "$MODE" = layer ]; then
     TRAIN_BF16=tests/bin/train_gpt2cu_cpu TRAIN_FP32=tests/bin/train_gpt2cu_fp32_cpu
     TEST_BF16=tests/bin/test_gpt2cu_cpu TEST_FP32=tests/bin/test_gpt2cu_fp32_cpu
     STAGES=${STAGES:-$LAYER_STAGES}
-    make --no-print-directory train_gpt2 tests/bin/mkshard $TRAIN_BF16 $TRAIN_FP32 > "$OUT/logs/layer_build.log" 2>&1 ||
+    make --no-print-directory train_gpt2 tests/bin/mkshard tests/bin/nvtx_ranges.so $TRAIN_BF16 $TRAIN_FP32 > "$OUT/logs/layer_build.log" 2>&1 ||
         { cat "$OUT/logs/layer_build.log"; echo "dev/gpu_check.sh --layer: the execution layer builds failed" >&2; exit 1; }
 else
     TRAIN_BF16=./train_gpt2cu TRAIN_FP32=./train_gpt2cu_fp32 TEST_BF16=./test_gpt2cu TEST_FP32=./test_gpt2cu_fp32

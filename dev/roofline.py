@@ -24,6 +24,8 @@ the host's waits, tails and waves, L2 misses beyond the least, and cuBLASLt's ow
     python3 dev/roofline.py --join-trace CSV       cuBLASLt's kernels by matmul call (an nsys trace)
     python3 dev/roofline.py --launches LOG ...     the model's launch order against a run through the
                                                    CPU execution layer (CUDACPU_LAUNCH_LOG)
+    python3 dev/roofline.py --launches LOG --step-ranges RANGES ...   and the trainer's NVTX ranges
+                                                   "step" against it (tests/cudacpu/nvtx_ranges.c)
     python3 dev/roofline.py --self-test            the join on canned nsys and ncu CSVs
 
 --join reads `nsys stats --report cuda_gpu_kern_sum --format csv` (columns "Instances", "Total
@@ -500,6 +502,37 @@ def check_launches(text, cfg, B, T, root="."):
     return True, f"{steps} step(s), {len(want)} launches each, as modelled ({cfg.spec} {cfg.mode}, B {B}, T {T})"
 
 
+def check_step_ranges(text, ranges, cfg, B, T, root="."):
+    """the trainer's NVTX ranges "step" (a range log of tests/cudacpu/nvtx_ranges.c: "push NAME
+    BYTES" and "pop BYTES", BYTES the launch log's size at the call) against a launch log of the same
+    run: each range must hold exactly one modelled step, from its encoder_forward_kernel to its last
+    AdamW, and no launch may follow the first range outside one (what ncu --nvtx-include step/
+    profiles is then whole steps and nothing else). Returns (ok, message)."""
+    data = text.encode()
+    spans, start = [], None
+    for line in ranges.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == "push" and start is None:
+            start = int(f[2])
+        elif len(f) == 2 and f[0] == "pop" and start is not None:
+            spans.append((start, int(f[1])))
+            start = None
+        elif line.strip():
+            return False, f"range log line {line!r}: not a push after a pop or a pop after a push"
+    if not spans or start is not None:
+        return False, f"{len(spans)} closed range(s){', one left open' if start is not None else ''}"
+    for i, (a, b) in enumerate(spans):
+        inside = data[a:b].decode()
+        got = read_launch_log(inside, root)
+        ok, message = check_launches(inside, cfg, B, T, root)
+        if not ok or not message.startswith("1 step(s)") or not got or got[0] != "encoder_forward_kernel":
+            return False, f"range {i + 1} is not one modelled step: {message} ({len(got)} launches)"
+        after = data[b:spans[i + 1][0] if i + 1 < len(spans) else len(data)].decode()
+        if read_launch_log(after, root):
+            return False, f"{len(read_launch_log(after, root))} launch(es) after range {i + 1}, outside every range"
+    return True, f"{len(spans)} NVTX step range(s), each exactly one modelled step, no launch outside them after the first"
+
+
 def model_flops_per_token(cfg, T):
     """ours (common/train_loop.h, train_flops_per_token) and llm.c's (train_gpt2.cu, gpt2_estimate_mfu)"""
     ours = 6.0 * cfg.params + 12.0 * cfg.L * cfg.C * T
@@ -869,6 +902,26 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
     logits = rows_by.get(f"`{step.matmuls['fwd logits']}`")
     check("ncu steps by matmul call: the logits' forward, 2.0 kernels per run, 0.060 ms per step",
           logits is not None and logits[3].strip() == "2.0" and logits[5].strip() == "0.060")
+    # the NVTX step ranges against a canned launch log of 2 steps after a start-up kernel
+    lines = ["kernel cast_to_x_kernel none:1"]
+    for _ in range(2):
+        for n in seq:
+            m = re.fullmatch(r"matmul .*\[(\d+)x(\d+)x(\d+)\]", n)
+            lines.append(f"matmul {m.group(2)} {m.group(1)} {m.group(3)}" if m else f"kernel {n} none:1")
+    log = "".join(l + "\n" for l in lines)
+    at = lambda i: len("".join(l + "\n" for l in lines[:i]))  # the log's size after its first i lines
+    k = len(seq)
+    good = f"push step {at(1)}\npop {at(1 + k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n"
+    for what, text, ranges, want in [
+            ("two ranges of one step each", log, good, "2 NVTX step range(s)"),
+            ("a range without the step's last launch", log,
+             f"push step {at(1)}\npop {at(k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n", "range 1 is not"),
+            ("a range with the start-up kernel", log, f"push step 0\npop {at(1 + k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n",
+             "range 1 is not"),
+            ("a launch after the last range", log + "kernel gelu_kernel none:1\n", good, "1 launch(es) after range 2"),
+            ("a range left open", log, f"push step {at(1)}\npop {at(1 + k)}\npush step {at(1 + k)}\n", "left open")]:
+        ok, message = check_step_ranges(text, ranges, cfg, B, T)
+        check(f"step ranges: {what}: {message}", ok == (text is log and ranges is good) and want in message)
     print(f"dev/roofline.py --self-test: {fails} failure(s)")
     return 1 if fails else 0
 
@@ -893,6 +946,8 @@ def main():
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")
     ap.add_argument("--join", metavar="CSV", help="a profiler's CSV (nsys kern_sum or ncu) against the model")
     ap.add_argument("--launches", metavar="LOG", help="a CUDACPU_LAUNCH_LOG of a training run: exit 1 unless it launches as modelled")
+    ap.add_argument("--step-ranges", metavar="LOG", help="with --launches: the range log of tests/cudacpu/nvtx_ranges.c "
+                    "for the same run: exit 1 unless each NVTX range \"step\" holds exactly one modelled step")
     ap.add_argument("--join-trace", metavar="CSV", help="an nsys cuda_gpu_trace CSV or an ncu CSV of whole steps: "
                     "cuBLASLt's kernels by matmul call")
     ap.add_argument("--steps", type=int, default=0, help="--join: training steps the profile covers (0: per launch only); "
@@ -927,6 +982,9 @@ def main():
     if a.launches:
         ok, message = check_launches(read_text(a.launches), cfg, a.B, a.T)
         print(f"dev/roofline.py --launches: {message}")
+        if ok and a.step_ranges:
+            ok, message = check_step_ranges(read_text(a.launches), read_text(a.step_ranges), cfg, a.B, a.T)
+            print(f"dev/roofline.py --step-ranges: {message}")
         return 0 if ok else 1
     if a.join_trace:
         print(join_trace(read_text(a.join_trace), cfg, a.B, a.T))
