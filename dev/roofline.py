@@ -652,6 +652,9 @@ def whole_steps(launches, steps):
     NVTX range "step") split into steps: every step must launch the same kernels in the same order.
     Returns (the launches of the steps after the first, or all when there is one step; their count
     of steps; lines that say what was checked and each step's kernel time)"""
+    # a profile of the whole run (no NVTX filter) starts with the start-up kernels: left out
+    first = next((i for i, (name, _) in enumerate(launches) if name == "encoder_forward_kernel"), 0)
+    before, launches = first, launches[first:]
     n = len(launches)
     if steps < 1 or n == 0 or n % steps:
         raise SystemExit(f"dev/roofline.py: {n} launches in the profile do not split into {steps} equal steps")
@@ -666,7 +669,8 @@ def whole_steps(launches, steps):
     kept = chunks[1:] if steps > 1 else chunks
     lines = [f"profiled: {steps} whole steps, {n} launches, {k} per step (the same kernels in the same order in "
              f"each); kernel time by step: {sums}; the table counts "
-             + (f"steps 2 to {steps} (the first warms up)" if steps > 1 else "the one step")]
+             + (f"steps 2 to {steps} (the first warms up)" if steps > 1 else "the one step")
+             + (f"; {before} launch(es) before the first step's encoder_forward_kernel left out" if before else "")]
     return [x for c in kept for x in c], len(kept), lines
 
 
@@ -889,6 +893,9 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
           allk is not None and allk[8].strip() == f"{n_ours * 1e-3 + 0.320:.3f}")
     check("ncu steps: the wall clock set against the kernels' sum",
           f"wall clock: 1.000 ms per step, the kernels {n_ours * 1e-3 + 0.320:.3f} ms" in out)
+    out = join(ncu_csv([["adamw_kernel", "adamw_kernel"]] + [seq] * 3), cfg, B, T, 3)
+    check("ncu steps: a whole-run profile, the launches before the first encoder_forward_kernel left out",
+          f"{3 * nk} launches, {nk} per step" in out and "2 launch(es) before the first step" in out)
     for what, bad, want in [("a launch missing", ncu_csv([seq, seq, seq[:-1]]), "do not split into 3"),
                             ("two kernels swapped in step 3", ncu_csv([seq, seq, seq[1:2] + seq[:1] + seq[2:]]),
                              "step 3 launches")]:
