@@ -2328,7 +2328,19 @@ static float gpu_forward(void* self, const int* inputs, const int* targets, int 
     return m->mean_loss;
 }
 static void gpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
-static void gpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
+// Each training step is an NVTX range named "step", from zero_grad (its first call) to the wait at
+// its end (sync), so that a profiler can select whole steps (dev/gpu_check.sh's kernels stage:
+// ncu --nvtx --nvtx-include step/). One push and one pop per step, on the host; with no profiler
+// attached each returns at once. A step whose update is skipped (non-finite) has no wait at its end:
+// its range ends at the next wait or push.
+#include <nvtx3/nvToolsExt.h>
+static int step_range_open = 0;
+static void gpu_zero_grad(void* self) {
+    if (step_range_open) { nvtxRangePop(); }
+    nvtxRangePushA("step");
+    step_range_open = 1;
+    gpt2_zero_grad((GPT2*)self);
+}
 static double gpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
 static void gpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                        int t, size_t lo, size_t hi) {
@@ -2386,6 +2398,7 @@ static void* gpu_working_weights(void* self, size_t* elem_bytes) {
 static void gpu_sync(void* self) {
     (void)self;
     cudaCheck(cudaDeviceSynchronize());
+    if (step_range_open) { nvtxRangePop(); step_range_open = 0; }
 }
 
 int main(int argc, char** argv) {

@@ -8,8 +8,12 @@
 #      autocast, fused AdamW, SDPA flash attention, torch.compile) in pre and siamese mode at the
 #      same B (a smaller one when it does not fit; the table says so),
 #   3. prints ms/step (median over the steps after WARMUP), tokens/s, MFU against the GPU's bf16
-#      dense peak (by our formula and by llm.c's, below), and peak GPU memory (nvidia-smi polled every 100 ms, minus the memory in use
-#      before the run; PyTorch also reports torch.cuda.max_memory_allocated),
+#      dense peak (by our formula and by llm.c's, below), peak GPU memory (nvidia-smi polled every
+#      100 ms, minus the memory in use before the run; PyTorch also reports
+#      torch.cuda.max_memory_allocated), and the GPU during the timed steps: the median SM clock and
+#      power draw (columns), the memory clock and the highest temperature (a line), from the polled
+#      lines between the end of the last warm-up step and the end of the last step (each step line
+#      is timed as it arrives; the polling is kept as logs/NAME_bB.poll.csv),
 #   4. prints the speed and memory goals of the CUDA trainer as ratios:
 #        siamese tok/s / compiled PyTorch siamese tok/s   >= 1.3
 #        siamese ms / pre ms                               <= 1.05
@@ -25,7 +29,7 @@
 # Usage: bash dev/bench_gpu.sh                 the real run (needs nvcc, a GPU, torch with CUDA)
 #        bash dev/bench_gpu.sh --cpu-check      the same logic with ./train_gpt2 and PyTorch on the
 #                                               CPU, a d2 model, T=64, a few steps (no GPU needed)
-#        bash dev/bench_gpu.sh --self-test      the parsing helpers on canned step lines
+#        bash dev/bench_gpu.sh --self-test      the parsing helpers on canned step lines and polling
 # Env: DEPTHS="d12 d24" T=1024 BATCHES="64 32 16 8 4 2 1" STEPS=20 WARMUP=5 PEAK_TFLOPS=(from the
 #      GPU name) TORCH=1 (0 skips the PyTorch peer) TRAINER=./train_gpt2cu
 # Everything is written under $OUT when that variable names a folder (else a new folder under /tmp):
@@ -53,6 +57,57 @@ goal_line() {
             ok = (op == ">=") ? (v >= t) : (v <= t); print ok ? "met" : "NOT met" }')
     fi
     echo "  $label: $value (goal $op $target): $verdict"
+}
+
+# GPU memory in use now (MiB), and polling of the GPU in the background into $WORK/poll: every 100
+# ms one nvidia-smi line "YYYY/MM/DD HH:MM:SS.mmm, memory.used MiB, clocks.sm MHz, clocks.mem MHz,
+# power.draw W, temperature C" (POLL_QUERY)
+POLL_QUERY=timestamp,memory.used,clocks.sm,clocks.mem,power.draw,temperature.gpu
+mem_now() { if [[ $CPU_CHECK == 1 ]]; then echo 0; else nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; fi; }
+poll_start() {
+    : >"$WORK/poll"
+    [[ $CPU_CHECK == 1 ]] && return
+    nvidia-smi --query-gpu=$POLL_QUERY --format=csv,noheader,nounits -lms 100 >"$WORK/poll" 2>/dev/null &
+    POLL_PID=$!
+}
+poll_stop() {  # prints the peak memory.used minus BASE (MiB), or n/a
+    local base=$1
+    if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null; wait "$POLL_PID" 2>/dev/null || true; POLL_PID=""; fi
+    awk -F', *' -v base="$base" '$2 ~ /^[0-9.]+$/ && $2 + 0 > max {max = $2 + 0; n++} END {if (!n) print "n/a"; else print max - base}' "$WORK/poll"
+}
+
+# local time of day in seconds, as nvidia-smi's timestamp has it ("HH:MM:SS.ffffff")
+time_of_day() { printf '%(%H:%M:%S)T.%s\n' "${EPOCHREALTIME%.*}" "${EPOCHREALTIME#*.}"; }
+
+# stamp_steps STAMPS: stdin to stdout, and the time of day of each step line (those step_field_median
+# reads) into STAMPS, after a first line with the start time
+stamp_steps() {
+    local line
+    echo "start $(time_of_day)" >"$1"
+    while IFS= read -r line; do
+        printf '%s\n' "$line"
+        if [[ $line =~ ^step\ [0-9]+/[0-9]+\ \|\ loss && $line != *non-finite* ]]; then echo "step $(time_of_day)" >>"$1"; fi
+    done
+}
+
+# poll_medians POLL STAMPS SKIP: the GPU during the timed steps (after the first SKIP step lines,
+# as step_field_median): "SM_MHZ POWER_W MEM_MHZ MAX_TEMP_C SAMPLES", medians but the temperature
+# (its maximum), of the polled lines between the end of step SKIP (or the start) and the end of the
+# last step; n/a with no samples
+poll_medians() {
+    local window col out=()
+    window=$(awk -v skip="$3" 'function secs(t, a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+        $1 == "start" { start = secs($2) } $1 == "step" { n++; if (n == skip) start = secs($2); end = secs($2) }
+        END { if (n > skip) print start, end }' "$2")
+    [[ -n $window ]] || { echo "n/a n/a n/a n/a 0"; return; }
+    # the polled lines in the window: time of day, then the fields
+    awk -F', *' -v w="$window" 'BEGIN { split(w, a, " ") } { split($1, d, " "); split(d[2], t, ":")
+        s = t[1] * 3600 + t[2] * 60 + t[3]; if (s >= a[1] && s <= a[2]) print }' "$1" >"$WORK/poll_window"
+    for col in 3 5 4; do
+        out+=("$(awk -F', *' -v c="$col" '$c ~ /^[0-9.]+$/ {print $c}' "$WORK/poll_window" | median | sed 's/^nan$/n\/a/')")
+    done
+    out+=("$(awk -F', *' '$6 ~ /^[0-9.]+$/ && (max == "" || $6 + 0 > max) {max = $6 + 0} END {print (max == "" ? "n/a" : max)}' "$WORK/poll_window")")
+    echo "${out[*]} $(grep -c . "$WORK/poll_window")"
 }
 
 self_test() {
@@ -92,6 +147,33 @@ self_test() {
     check "not oom" "$(is_oom "$tmp" || echo no)" no
     check "last error" "$(last_error "$tmp")" "error: -t 2048 exceeds the model's maximum sequence length 1024"
     rm -f "$tmp"
+    # the GPU polling: canned nvidia-smi lines every 100 ms from 10:00:00.050 to 10:00:02.950, four
+    # step lines at 0.5, 1.0, 1.5 and 2.0 s; after 2 warm-up steps the window is 1.0 to 2.0 s: ten
+    # lines of SM 1600..1690 MHz, 600..609 W, up to 59 C, 5010..5019 MiB, and one of [N/A]; outside
+    # it 1980 MHz, 100 W, 70 C, 1000 MiB
+    local WORK POLL_PID="" i t
+    WORK=$(mktemp -d)
+    for i in $(seq 0 29); do
+        t=$(printf '10:00:%02d.%d50' $((i / 10)) $((i % 10)))
+        if ((i >= 10 && i < 20)); then
+            echo "2026/11/25 $t, $((5000 + i)), $((1590 + (i - 10) * 10 + 10)), 2619, $((600 + i - 10)).00, $((50 + i - 10))"
+        else
+            echo "2026/11/25 $t, 1000, 1980, 2619, 100.00, 70"
+        fi
+        if ((i == 14)); then echo "2026/11/25 10:00:01.460, [N/A], [N/A], [N/A], [N/A], [N/A]"; fi
+    done >"$WORK/poll"
+    printf 'step %s/4 | loss 10.9 | 1.0 ms\nnoise\n' 1 2 3 4 | {
+        stamp_steps "$WORK/stamps" >"$WORK/out"; }
+    check "stamp_steps: the output passed on" "$(grep -c . "$WORK/out")" 8
+    check "stamp_steps: a start and four step lines" "$(cut -d' ' -f1 "$WORK/stamps" | tr '\n' ' ')" "start step step step step "
+    printf 'start 10:00:00.000000\nstep 10:00:00.500000\nstep 10:00:01.000000\nstep 10:00:01.500000\nstep 10:00:02.000000\n' >"$WORK/stamps"
+    check "GPU during the timed steps (SM, W, memory MHz, max C, samples)" "$(poll_medians "$WORK/poll" "$WORK/stamps" 2)" "1645 604.5 2619 59 11"
+    check "GPU from the start with no warm-up" "$(poll_medians "$WORK/poll" "$WORK/stamps" 0 | cut -d' ' -f5)" 21
+    check "GPU with no timed step" "$(poll_medians "$WORK/poll" "$WORK/stamps" 4)" "n/a n/a n/a n/a 0"
+    check "peak memory over the base" "$(poll_stop 1000)" 4019
+    : >"$WORK/poll"
+    check "peak memory with no polling" "$(poll_stop 1000)" n/a
+    rm -rf "$WORK"
     echo "self-test: $fails failure(s)"
     [[ $fails == 0 ]]
 }
@@ -142,31 +224,20 @@ build_trainer "$TRAINER"
 # enough tokens that B=64, T=1024 reads a few batches before the loader wraps around
 write_random_shard "$WORK/tokens.bin" 1100000
 
-# GPU memory in use now (MiB), and polling of it in the background into $WORK/mem
-mem_now() { if [[ $CPU_CHECK == 1 ]]; then echo 0; else nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; fi; }
-poll_start() {
-    : >"$WORK/mem"
-    [[ $CPU_CHECK == 1 ]] && return
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$WORK/mem" 2>/dev/null &
-    POLL_PID=$!
-}
-poll_stop() {  # prints the peak minus BASE (MiB), or n/a
-    local base=$1
-    if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null; wait "$POLL_PID" 2>/dev/null || true; POLL_PID=""; fi
-    awk -v base="$base" '$1 + 0 > max {max = $1 + 0} END {if (NR == 0) print "n/a"; else print max - base}' "$WORK/mem"
-}
-
-# run_one NAME B CMD...: runs one benchmark, its output in $LOGS/NAME_bB.log; sets RC and MEM
+# run_one NAME B CMD...: runs one benchmark, its output in $LOGS/NAME_bB.log; sets RC, MEM, LOG and
+# GPU_STATE (poll_medians over the steps after WARMUP)
 run_one() {
     local name=$1 b=$2; shift 2
     local log="$LOGS/${name}_b$b.log" base
     base=$(mem_now)
     poll_start
     set +e
-    "$@" >"$log" 2>&1
-    RC=$?
+    "$@" 2>&1 | stamp_steps "$WORK/stamps" >"$log"
+    RC=${PIPESTATUS[0]}
     set -e
     MEM=$(poll_stop "$base")
+    GPU_STATE=$(poll_medians "$WORK/poll" "$WORK/stamps" "$WARMUP")
+    cp "$WORK/poll" "$LOGS/${name}_b$b.poll.csv"
     LOG=$log
 }
 
@@ -197,8 +268,8 @@ search() {
 # the batches of BATCHES that are <= $1
 batches_from() { local b; for b in $BATCHES; do (( b <= $1 )) && echo "$b"; done; }
 
-TABLE="| model | run | B | ms/step | tok/s | MFU % | MFU % (llm.c's formula) | MFU % (trainer's own) | peak mem MiB (nvidia-smi) | torch max_memory_allocated MiB |"$'\n'
-TABLE+="|---|---|---|---|---|---|---|---|---|---|"$'\n'
+TABLE="| model | run | B | ms/step | tok/s | MFU % | MFU % (llm.c's formula) | MFU % (trainer's own) | peak mem MiB (nvidia-smi) | torch max_memory_allocated MiB | SM MHz | power W |"$'\n'
+TABLE+="|---|---|---|---|---|---|---|---|---|---|---|---|"$'\n'
 GOALS=""
 echo "GPU benchmark: $GPU_NAME, peak $PEAK_TFLOPS TFLOP/s bf16, T=$T, $STEPS steps (median after $WARMUP), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for depth in $DEPTHS; do
@@ -209,7 +280,7 @@ for depth in $DEPTHS; do
     search "ours_${depth}_siamese" ours_cmd "$depth" siamese $BATCHES
     if [[ -z $FOUND_B ]]; then
         echo "  no batch size ran for $depth siamese; see $LOGS" >&2
-        TABLE+="| $depth | ${TRAINER##*/} siamese | none ran | | | | | | | |"$'\n'
+        TABLE+="| $depth | ${TRAINER##*/} siamese | none ran | | | | | | | | | |"$'\n'
         continue
     fi
     B=$FOUND_B
@@ -223,7 +294,7 @@ for depth in $DEPTHS; do
             [[ $impl == torch && $TORCH != 1 ]] && continue
             # shellcheck disable=SC2046
             search "${impl}_${depth}_$mode" "${impl}_cmd" "$depth" "$mode" $(batches_from "$B")
-            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | | |"$'\n'; continue; }
+            [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | | | | |"$'\n'; continue; }
         fi
         b=$FOUND_B
         ms=$(step_field_median "$WARMUP" ms <"$LOG")
@@ -234,8 +305,10 @@ for depth in $DEPTHS; do
         tmem=$(sed -nE 's/^peak memory ([0-9.]+) MiB.*/\1/p' "$LOG" | tail -n 1)
         name=$([[ $impl == ours ]] && echo "${TRAINER##*/} $mode" || echo "pytorch $mode")
         note=$([[ $b != "$B" ]] && echo " (B=$B does not fit)" || echo "")
-        TABLE+="| $depth | $name | $b$note | $ms | $toks | $mfu | $mfu_llmc | $own | $MEM | $tmem |"$'\n'
+        read -r sm_mhz power_w mem_mhz temp_c samples <<<"$GPU_STATE"
+        TABLE+="| $depth | $name | $b$note | $ms | $toks | $mfu | $mfu_llmc | $own | $MEM | $tmem | $sm_mhz | $power_w |"$'\n'
         echo "  $name B=$b: $ms ms/step, $toks tok/s, MFU $mfu% (llm.c's formula $mfu_llmc%), peak $MEM MiB"
+        echo "    during the timed steps ($samples samples): SM clock $sm_mhz MHz, power $power_w W (medians), memory clock $mem_mhz MHz, temperature up to $temp_c C"
         MS[$key]=$ms TOKS[$key]=$toks MEMS[$key]=$MEM
         [[ $key == "ours siamese" || $key == "ours pre" ]] && MFUS[$key]=$mfu
     done

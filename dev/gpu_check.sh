@@ -12,20 +12,26 @@
 # the next stage runs; the whole call stops starting stages when BUDGET_S is spent):
 #   env         nvidia-smi, driver, nvcc --version, the git commit, which profilers are installed
 #   selftest    this script's parsing on canned output, before it parses real output: dev/roofline.py
-#               --self-test, the profile join and the dev/cuda summary below, dev/bench_gpu.sh --self-test;
+#               --self-test, the profile joins (an nsys summary, an ncu profile of whole steps) and
+#               the dev/cuda summary below, dev/bench_gpu.sh --self-test (step lines, GPU polling);
 #               in --layer mode also the model's launch order against the trainer's (dev/roofline.py
-#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese)
+#               --launches on a CUDACPU_LAUNCH_LOG of a step in each mode, two in siamese), and that
+#               each of the trainer's NVTX ranges "step" holds exactly one modelled step (--step-ranges
+#               on tests/cudacpu/nvtx_ranges.c's log of the two-step run)
 #   build       only what the timing needs: make -j16 train_gpt2cu test_gpt2cu tests/bin/mkshard
 #               (bf16; GPU_ARCH from the GPU's compute capability)
 #   test_bf16   ./test_gpt2cu against data/test (each result on its own row)
 #   timing      dev/bench_gpu.sh at d12, T=1024 on random tokens of GPT-2's 50257: the largest
 #               micro-batch B that fits for siamese, then pre at that B: ms/step, tokens/s, MFU by
-#               our formula and by llm.c's, beside dev/roofline.py's lower bound for that B
+#               our formula and by llm.c's, beside dev/roofline.py's lower bound for that B, and the
+#               median SM clock and power during the timed steps (nvidia-smi polled every 100 ms)
 #   dev_cuda    make -C dev/cuda; each experiment at its real sizes; one line per timed job: every
 #               version's time, the trainer's marked, and the trainer's over the fastest other's
-#   kernels     per-kernel GPU times of 5 steps of the timing's d12 siamese run (nsys, else ncu
-#               --clock-control none), joined with dev/roofline.py's model: measured against
-#               predicted per kernel, and with nsys cuBLASLt's time by matmul call from the trace
+#   kernels     per-kernel GPU times of whole steps of the timing's d12 siamese run: ncu on the
+#               trainer's NVTX range "step" for 3 steps (nsys: 5 steps), joined with
+#               dev/roofline.py's model: measured launches and ms per step of every kernel (steps 2
+#               and 3, checked to launch the same kernels as step 1) against predicted, cuBLASLt's
+#               time by matmul call, and the kernels' sum against the timing's wall-clock step
 #               (kernels_vs_model.md)
 #   build_rest  make -j16 train_gpt2 test_gpt2 train_gpt2cu_fp32 test_gpt2cu_fp32
 #   test_fp32   ./test_gpt2cu_fp32 against data/test
@@ -51,8 +57,8 @@
 # them in a second call, e.g. STAGES="build_rest test_fp32 test_shapes training cross cli sanitizer".
 #
 # Output: $OUT/summary.md (stage | result | seconds | note), $OUT/logs/<stage>.log, and what each
-# stage writes (the benchmark tables, kernels_vs_model.md, the nsys report). OUT defaults to
-# ./out_gpu_check (git-ignored).
+# stage writes (the benchmark tables, kernels_vs_model.md, the profile: kernels_ncu.csv or the nsys
+# report). OUT defaults to ./out_gpu_check (git-ignored).
 # Environment: OUT, STAGES (names to run, default all), BUDGET_S (default 530), GPU_ARCH,
 #   SHAKESPEARE_DIR (default data/tinyshakespeare: tiny_shakespeare_{train,val}.bin and
 #   tokenizer.bin as dev/data/tinyshakespeare.py writes them; git-ignored, so copy that folder to
@@ -233,7 +239,8 @@ predicted() {
 }
 
 # bench_field MD RUN FIELD: a field of RUN's row ("train_gpt2cu siamese") in a bench_gpu.md table:
-# 4 B, 5 ms/step, 6 tok/s, 7 MFU % (ours), 8 MFU % (llm.c's formula)
+# 4 B, 5 ms/step, 6 tok/s, 7 MFU % (ours), 8 MFU % (llm.c's formula), 12 SM clock MHz and 13 power W
+# (medians during the timed steps)
 bench_field() {
     awk -F'|' -v run="$2" -v f="$3" '$3 ~ run {gsub(/ /, "", $f); print $f; exit}' "$1" 2>/dev/null
 }
@@ -251,10 +258,12 @@ stage_timing() {
         local ms pred
         ms=$(bench_field "$md" "train_gpt2cu $mode" 5)
         pred=$(predicted "$mode" "$b")
-        printf '  %-8s %9s ms/step, lower bound %s ms (%s x), %s tok/s, MFU %s%% (llm.c formula %s%%)\n' "$mode" "$ms" \
+        local gpu
+        gpu="SM $(bench_field "$md" "train_gpt2cu $mode" 12) MHz, $(bench_field "$md" "train_gpt2cu $mode" 13) W"
+        printf '  %-8s %9s ms/step, lower bound %s ms (%s x), %s tok/s, MFU %s%% (llm.c formula %s%%), %s\n' "$mode" "$ms" \
             "$pred" "$(calc 'a/b' a="$ms" b="$pred")" "$(bench_field "$md" "train_gpt2cu $mode" 6)" \
-            "$(bench_field "$md" "train_gpt2cu $mode" 7)" "$(bench_field "$md" "train_gpt2cu $mode" 8)"
-        line+=" $mode ${ms:-?} ms (bound ${pred}), MFU $(bench_field "$md" "train_gpt2cu $mode" 7)% / llm.c $(bench_field "$md" "train_gpt2cu $mode" 8)%;"
+            "$(bench_field "$md" "train_gpt2cu $mode" 7)" "$(bench_field "$md" "train_gpt2cu $mode" 8)" "$gpu"
+        line+=" $mode ${ms:-?} ms (bound ${pred}), MFU $(bench_field "$md" "train_gpt2cu $mode" 7)% / llm.c $(bench_field "$md" "train_gpt2cu $mode" 8)%, $gpu;"
     done
     note "$line bench/bench_gpu.md"
     return $rc
@@ -268,21 +277,48 @@ stage_timing_gelu() {
     note "d12 B=$b siamese: $(bench_field "$OUT/bench_gelu/bench_gpu.md" "train_gpt2cu siamese" 5) ms/step with GELU kernels, $(bench_field "$OUT/bench/bench_gpu.md" "train_gpt2cu siamese" 5) fused"
 }
 
-# kernels_join CSV MODE B STEPS: the profile (nsys kern_sum or ncu CSV) against dev/roofline.py's
-# model of the d12 step, into $OUT/kernels_vs_model.md; STEPS 0 for a sample of launches (ncu)
+# kernels_join CSV MODE B STEPS [WALL_MS]: the profile (nsys kern_sum or ncu CSV) against
+# dev/roofline.py's model of the d12 step, into $OUT/kernels_vs_model.md; STEPS 0 for a sample of
+# launches; WALL_MS, the step's wall-clock time, is set against the kernels' sum
 kernels_join() {
     has python3 || { echo "python3 not found: the profile is not joined with the model"; return 1; }
-    python3 dev/roofline.py --join "$1" -e d12 -N "$2" -b "$3" -t "$D12_T" --steps "$4" > "$OUT/kernels_vs_model.md" || return 1
+    python3 dev/roofline.py --join "$1" -e d12 -N "$2" -b "$3" -t "$D12_T" --steps "$4" --wall-ms "${5:-0}" > "$OUT/kernels_vs_model.md" || return 1
     cat "$OUT/kernels_vs_model.md"
 }
 
+# cuBLASLt's kernels by matmul call, from a profile of every launch in order (appended to the join)
+kernels_by_call() {
+    { echo; python3 dev/roofline.py --join-trace "$1" -e d12 -N siamese -b "$2" -t "$D12_T"; } | tee -a "$OUT/kernels_vs_model.md"
+}
+
+# Whole steps of the timing's d12 siamese run. ncu (the GPU machine has no nsys): exactly the
+# launches of the trainer's NVTX range "step" (gpu_zero_grad to gpu_sync in train_gpt2.cu) of 3
+# steps, each kernel's GPU time, the GPU's clocks as they are (--clock-control none) and the caches
+# as the step leaves them (--cache-control none: no flush before each kernel); the join checks that
+# the launches split into 3 steps of the same kernels and counts steps 2 and 3. nsys: the kernel
+# summary and the trace of a 5-step run. Both set the kernels' sum per step against the timing's
+# wall-clock ms/step.
 stage_kernels() {
-    local b steps=5 csv
+    local b csv wall steps
     b=$(d12_batch)
+    wall=$(bench_field "$OUT/bench/bench_gpu.md" "train_gpt2cu siamese" 5)
+    [[ $wall =~ ^[0-9]+(\.[0-9]+)?$ ]] || wall=0
     tests/bin/mkshard "$OUT/tokens.bin" 1100000 50257 || { note "mkshard failed"; return 1; }
-    local run=("$TRAIN_BF16" -i "$OUT/tokens.bin" -j "" -e d12 -N siamese -b "$b" -t "$D12_T" -x "$steps" -v 0 -s 0)
-    if has nsys; then
-        nsys profile --force-overwrite true --stats=false -o "$OUT/kernels" "${run[@]}" || { note "nsys profile failed"; return 1; }
+    local run=("$TRAIN_BF16" -i "$OUT/tokens.bin" -j "" -e d12 -N siamese -b "$b" -t "$D12_T" -v 0 -s 0)
+    if has ncu; then
+        steps=3
+        csv=$OUT/kernels_ncu.csv
+        local ncu=(ncu --clock-control none --cache-control none --csv --metrics gpu__time_duration.sum)
+        "${ncu[@]}" --nvtx --nvtx-include "step/" "${run[@]}" -x "$steps" > "$csv" || { note "ncu failed"; return 1; }
+        # no kernel in the range (an ncu that filters NVTX otherwise): the whole run, whose start-up
+        # kernels before the first step's encoder_forward_kernel the join leaves out
+        if ! grep -q gpu__time_duration "$csv"; then
+            echo "ncu profiled no kernel in the NVTX range \"step\": profiling the whole run"
+            "${ncu[@]}" "${run[@]}" -x "$steps" > "$csv" || { note "ncu failed"; return 1; }
+        fi
+    elif has nsys; then
+        steps=5
+        nsys profile --force-overwrite true --stats=false -o "$OUT/kernels" "${run[@]}" -x "$steps" || { note "nsys profile failed"; return 1; }
         # the report is gpukernsum in nsys before 2023; the CSV is named <output>_<report>.csv
         rm -f "$OUT"/kernels_*.csv
         nsys stats --force-export=true --report cuda_gpu_kern_sum --format csv --output "$OUT/kernels" "$OUT/kernels.nsys-rep" ||
@@ -290,29 +326,33 @@ stage_kernels() {
             { note "nsys stats failed"; return 1; }
         csv=$(ls "$OUT"/kernels_*.csv 2> /dev/null | head -n 1)
         [ -n "$csv" ] || { note "nsys stats wrote no CSV"; return 1; }
-    elif has ncu; then
-        # a sample of launches well past the first step's: compared per launch (no step count)
-        csv=$OUT/kernels_ncu.csv
-        ncu --clock-control none --launch-skip 600 --launch-count 400 --csv --metrics gpu__time_duration.sum \
-            "${run[@]}" > "$csv" || { note "ncu failed"; return 1; }
-        steps=0
     else
         skip "neither nsys nor ncu found"
     fi
-    kernels_join "$csv" siamese "$b" "$steps" || { note "the join with dev/roofline.py failed ($csv kept)"; return 1; }
-    # nsys: cuBLASLt's kernels by matmul call, from every launch in order (appended to the join)
-    if [ "$steps" -gt 0 ]; then
+    kernels_join "$csv" siamese "$b" "$steps" "$wall" || { note "the join with dev/roofline.py failed ($csv kept)"; return 1; }
+    if has ncu; then
+        kernels_by_call "$csv" "$b"
+    else
         nsys stats --force-export=true --report cuda_gpu_trace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null ||
             nsys stats --force-export=true --report gputrace --format csv --output "$OUT/trace" "$OUT/kernels.nsys-rep" > /dev/null
         local trace
         trace=$(ls "$OUT"/trace_*.csv 2> /dev/null | head -n 1)
         if [ -n "$trace" ]; then
-            { echo; python3 dev/roofline.py --join-trace "$trace" -e d12 -N siamese -b "$b" -t "$D12_T"; } | tee -a "$OUT/kernels_vs_model.md"
+            kernels_by_call "$trace" "$b"
         else
             echo "nsys wrote no trace CSV: the matmuls are not split by call" | tee -a "$OUT/kernels_vs_model.md"
         fi
     fi
-    note "$(grep '^| all kernels' "$OUT/kernels_vs_model.md" | awk -F'|' '{gsub(/ /, "", $7); gsub(/ /, "", $8); gsub(/ /, "", $9); print "all kernels: " $9 " ms/step measured, " $8 " predicted (" $7 "x)"}'); kernels_vs_model.md"
+    note "$(kernels_note "$OUT/kernels_vs_model.md"); kernels_vs_model.md"
+}
+
+# kernels_note MD: the summary of a join: launches and ms per step measured, the model's, the wall clock
+kernels_note() {
+    local per_step wall
+    per_step=$(sed -nE 's/^profiled: .* launches, ([0-9]+) per step.*/\1 launches\/step, /p' "$1")
+    wall=$(sed -nE 's/^wall clock: ([0-9.]+) ms per step, the kernels [0-9.]+ ms \(([0-9.]+)%\).*/; wall clock \1 ms\/step (kernels \2%)/p' "$1")
+    grep '^| all kernels' "$1" | awk -F'|' -v pre="$per_step" -v post="$wall" '{gsub(/ /, "", $7); gsub(/ /, "", $8); gsub(/ /, "", $9)
+        print "all kernels: " pre $9 " ms/step measured, " $8 " predicted (" $7 "x)" post}'
 }
 
 # the trainer's version in each dev/cuda program (dev/cuda/README.md, "The experiments")
@@ -416,6 +456,35 @@ CSV
     check_row "cuBLASLt launches per step, measured (400 over 5 steps)" 4 80.0
     row=$(grep '^| `flash_forward_kernel`' <<< "$out")
     check_row "flash forward ms per step, measured (16 ms over 5 steps)" 9 3.200
+    # the join of an ncu profile of whole steps, as stage_kernels runs it: 2 steps of d12 siamese at B
+    # 64 in the model's launch order (dev/roofline.py's launch_sequence), each launch 100 us, every
+    # matmul one kernel but the logits' forward (two), against a 188 ms wall-clock step
+    python3 - "$tmp/kern_ncu.csv" << 'PY' || fails=$((fails + 1))
+import sys
+sys.path.insert(0, "dev")
+import roofline as r
+step = r.model_step(r.Config("d12", "siamese"), 64, 1024)
+mm = set(step.matmuls.values())
+rows = ['"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"']
+for _ in range(2):
+    for n in r.launch_sequence(r.Config("d12", "siamese"), step):
+        names = [n] if n not in mm else ["nvjet_gemm", "splitKreduce_kernel"] if n == step.matmuls["fwd logits"] else ["nvjet_gemm"]
+        rows += [f'"{len(rows) - 1}","{k}","gpu__time_duration.sum","usecond","100.00"' for k in names]
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+PY
+    out=$(OUT=$tmp kernels_join "$tmp/kern_ncu.csv" siamese 64 2 188)
+    row=$(grep '^| `classifier_kernel`' <<< "$out")
+    check_row "ncu steps: classifier launches per step, measured" 4 1.0
+    check_row "ncu steps: classifier ms per step, measured" 9 0.100
+    row=$(grep '^| `cuBLASLt matmuls' <<< "$out")
+    check_row "ncu steps: cuBLASLt launches per step (147 calls, the logits' split in two)" 4 148.0
+    local n_launch
+    n_launch=$(grep -c . "$tmp/kern_ncu.csv")
+    n_launch=$(((n_launch - 1) / 2))
+    sum=$(OUT=$tmp kernels_note "$tmp/kernels_vs_model.md")
+    want="all kernels: $n_launch launches/step, $(awk -v n="$n_launch" 'BEGIN { printf "%.3f", n * 0.1 }') ms/step measured, "
+    if [[ $sum == "$want"*"; wall clock 188.000 ms/step (kernels "* ]]; then echo "ok   kernels note: $sum"
+    else echo "FAIL kernels note: '$sum', want '$want... wall clock 188.000 ms/step (kernels ...'"; fails=$((fails + 1)); fi
     # the dev/cuda summary on canned program output: the trainer's version 4 against the fastest other (v3)
     local sum want
     sum=$(dev_cuda_summary attention_forward << 'LOG'
@@ -449,13 +518,18 @@ LOG
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
         # MODE:RECOMPUTE: the default (-r 1) in every mode, and -r 0 and -r 2 (the backward's rebuilds)
+        # the two-step run also logs the trainer's NVTX ranges (tests/cudacpu/nvtx_ranges.c): each
+        # "step" range, which the kernels stage profiles on a GPU, must hold exactly one modelled step
+        local ranges=()
         for run in siamese:1 pre:1 post:1 siamese:2 pre:2 post:2 siamese:0; do
-            mode=${run%:*} r=${run#*:}
-            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
+            mode=${run%:*} r=${run#*:} ranges=()
+            [ "$run" = siamese:1 ] && ranges=(--step-ranges "$tmp/ranges_$mode$r.txt")
+            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt NVTX_INJECTION64_PATH=$PWD/tests/bin/nvtx_ranges.so NVTX_RANGE_LOG=$tmp/ranges_$mode$r.txt \
+                "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
                 -b 2 -t 64 -x "$([ "$run" = siamese:1 ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode$r.txt" 2>&1 || { cat "$tmp/run_$mode$r.txt"; fails=$((fails + 1)); }
-            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
+            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" "${ranges[@]}" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
         done
-        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2)"
+        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2), the NVTX step ranges"
     fi
     note "$fails failure(s): $what"
     [ "$fails" -eq 0 ]
@@ -463,7 +537,7 @@ LOG
 
 ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch"
 # each stage's time budget in seconds (less when the total budget has less left)
-declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=200 [kernels]=90 [build_rest]=120
+declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=200 [kernels]=120 [build_rest]=120
                     [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=120 [cli]=45 [sanitizer]=200 [timing_gelu]=60
                     [shakespeare]=60 [torch]=240 [selftest]=30)
 LAYER_STAGES="training cross cli selftest"
@@ -491,7 +565,7 @@ if [ "$MODE" = layer ]; then
     TRAIN_BF16=tests/bin/train_gpt2cu_cpu TRAIN_FP32=tests/bin/train_gpt2cu_fp32_cpu
     TEST_BF16=tests/bin/test_gpt2cu_cpu TEST_FP32=tests/bin/test_gpt2cu_fp32_cpu
     STAGES=${STAGES:-$LAYER_STAGES}
-    make --no-print-directory train_gpt2 tests/bin/mkshard $TRAIN_BF16 $TRAIN_FP32 > "$OUT/logs/layer_build.log" 2>&1 ||
+    make --no-print-directory train_gpt2 tests/bin/mkshard tests/bin/nvtx_ranges.so $TRAIN_BF16 $TRAIN_FP32 > "$OUT/logs/layer_build.log" 2>&1 ||
         { cat "$OUT/logs/layer_build.log"; echo "dev/gpu_check.sh --layer: the execution layer builds failed" >&2; exit 1; }
 else
     TRAIN_BF16=./train_gpt2cu TRAIN_FP32=./train_gpt2cu_fp32 TEST_BF16=./test_gpt2cu TEST_FP32=./test_gpt2cu_fp32

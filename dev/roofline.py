@@ -24,15 +24,21 @@ the host's waits, tails and waves, L2 misses beyond the least, and cuBLASLt's ow
     python3 dev/roofline.py --join-trace CSV       cuBLASLt's kernels by matmul call (an nsys trace)
     python3 dev/roofline.py --launches LOG ...     the model's launch order against a run through the
                                                    CPU execution layer (CUDACPU_LAUNCH_LOG)
+    python3 dev/roofline.py --launches LOG --step-ranges RANGES ...   and the trainer's NVTX ranges
+                                                   "step" against it (tests/cudacpu/nvtx_ranges.c)
     python3 dev/roofline.py --self-test            the join on canned nsys and ncu CSVs
 
 --join reads `nsys stats --report cuda_gpu_kern_sum --format csv` (columns "Instances", "Total
 Time (ns)", "Name") or `ncu --csv --metrics gpu__time_duration.sum` (one row per launch: "Kernel
-Name", "Metric Name", "Metric Value"). Kernels are matched by their base name (no "void ", template
+Name", "Metric Name", "Metric Value"). An ncu profile with --steps S must hold exactly S whole steps
+(ncu --nvtx --nvtx-include step/: the trainer marks each step with an NVTX range "step"): its
+launches split into S steps of the same kernels in the same order, and the table counts the steps
+after the first. Kernels are matched by their base name (no "void ", template
 arguments or parameters); every kernel that is none of ours (cuBLASLt's gemm kernels, whose names
 say nothing of the shape) is counted as "cuBLASLt matmuls (all shapes)", against the sum of the
 matmul rows. --join-trace reads `nsys stats --report cuda_gpu_trace --format csv` (every launch in
-order) and gives cuBLASLt's kernels to the matmul calls by their place among ours (join_trace).
+order), or such an ncu CSV, and gives cuBLASLt's kernels to the matmul calls by their place among
+ours (join_trace).
 Standard library only.
 """
 import argparse
@@ -381,7 +387,9 @@ def join_trace(text, cfg, B, T):
             pending.append(n)
     if pending:
         model_runs.append(tuple(pending))
-    kernels = read_trace(text)
+    kernels = read_ncu_launches(text)
+    if kernels is None:
+        kernels = read_trace(text)
     # the first step starts at the first encoder_forward_kernel (start-up kernels before it)
     first = next((i for i, (n, _) in enumerate(kernels) if n == "encoder_forward_kernel"), None)
     if first is None:
@@ -410,7 +418,7 @@ def join_trace(text, cfg, B, T):
         if not isinstance(want, str):
             a, t, k = got.get(want, (0, 0.0, 0))
             got[want] = (a + 1, t + ns, k + n)
-    lines = [f"cuBLASLt by matmul call, from the nsys trace ({steps} steps in the model's order); calls that follow "
+    lines = [f"cuBLASLt by matmul call, from the profile's launch order ({steps} steps in the model's order); calls that follow "
              "each other with none of our kernels between are timed together",
              "| matmul calls | runs/step | kernels/run | predicted ms/step | measured ms/step | ratio |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -494,6 +502,37 @@ def check_launches(text, cfg, B, T, root="."):
     return True, f"{steps} step(s), {len(want)} launches each, as modelled ({cfg.spec} {cfg.mode}, B {B}, T {T})"
 
 
+def check_step_ranges(text, ranges, cfg, B, T, root="."):
+    """the trainer's NVTX ranges "step" (a range log of tests/cudacpu/nvtx_ranges.c: "push NAME
+    BYTES" and "pop BYTES", BYTES the launch log's size at the call) against a launch log of the same
+    run: each range must hold exactly one modelled step, from its encoder_forward_kernel to its last
+    AdamW, and no launch may follow the first range outside one (what ncu --nvtx-include step/
+    profiles is then whole steps and nothing else). Returns (ok, message)."""
+    data = text.encode()
+    spans, start = [], None
+    for line in ranges.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == "push" and start is None:
+            start = int(f[2])
+        elif len(f) == 2 and f[0] == "pop" and start is not None:
+            spans.append((start, int(f[1])))
+            start = None
+        elif line.strip():
+            return False, f"range log line {line!r}: not a push after a pop or a pop after a push"
+    if not spans or start is not None:
+        return False, f"{len(spans)} closed range(s){', one left open' if start is not None else ''}"
+    for i, (a, b) in enumerate(spans):
+        inside = data[a:b].decode()
+        got = read_launch_log(inside, root)
+        ok, message = check_launches(inside, cfg, B, T, root)
+        if not ok or not message.startswith("1 step(s)") or not got or got[0] != "encoder_forward_kernel":
+            return False, f"range {i + 1} is not one modelled step: {message} ({len(got)} launches)"
+        after = data[b:spans[i + 1][0] if i + 1 < len(spans) else len(data)].decode()
+        if read_launch_log(after, root):
+            return False, f"{len(read_launch_log(after, root))} launch(es) after range {i + 1}, outside every range"
+    return True, f"{len(spans)} NVTX step range(s), each exactly one modelled step, no launch outside them after the first"
+
+
 def model_flops_per_token(cfg, T):
     """ours (common/train_loop.h, train_flops_per_token) and llm.c's (train_gpt2.cu, gpt2_estimate_mfu)"""
     ours = 6.0 * cfg.params + 12.0 * cfg.L * cfg.C * T
@@ -572,36 +611,85 @@ def base_name(name):
 
 def read_profile(text):
     """{base name: (launches, total ns)} from an nsys kern_sum CSV or an ncu CSV; the format's name"""
-    lines = [l for l in text.splitlines() if l.strip()]
-    # skip anything before the header (nsys prints notes; ncu prints ==PROF== lines)
-    start = next((i for i, l in enumerate(lines) if ("Name" in l and ("Instances" in l or "Metric Value" in l))), None)
-    if start is None:
-        raise SystemExit("dev/roofline.py: the CSV has neither nsys's (Instances, Name) nor ncu's (Kernel Name, Metric Value) columns")
-    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
-    got = {}
-    fmt_name = "nsys" if "Instances" in lines[start] else "ncu"
-    for r in reader:
-        if fmt_name == "nsys":
-            name, n, ns = r["Name"], int(float(r["Instances"])), float(r["Total Time (ns)"].replace(",", ""))
-        else:
-            if r.get("Metric Name") != "gpu__time_duration.sum":
-                continue
-            unit = r.get("Metric Unit", "nsecond")
-            scale = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}.get(unit)
-            if scale is None:
-                raise SystemExit(f"dev/roofline.py: ncu time unit '{unit}' not known")
-            name, n, ns = r["Kernel Name"], 1, float(r["Metric Value"].replace(",", "")) * scale
-        key = base_name(name)
+    launches = read_ncu_launches(text)
+    fmt_name, got = "nsys" if launches is None else "ncu", {}
+    if launches is None:
+        lines = [l for l in text.splitlines() if l.strip()]
+        # skip anything before the header (nsys prints notes)
+        start = next((i for i, l in enumerate(lines) if "Name" in l and "Instances" in l), None)
+        if start is None:
+            raise SystemExit("dev/roofline.py: the CSV has neither nsys's (Instances, Name) nor ncu's (Kernel Name, Metric Value) columns")
+        launches = [(base_name(r["Name"]), float(r["Total Time (ns)"].replace(",", "")), int(float(r["Instances"])))
+                    for r in csv.DictReader(io.StringIO("\n".join(lines[start:])))]
+    for key, ns, *n in launches:
         a, t = got.get(key, (0, 0.0))
-        got[key] = (a + n, t + ns)
+        got[key] = (a + (n[0] if n else 1), t + ns)
     return got, fmt_name
 
 
-def join(text, cfg, B, T, steps):
-    """the lines of the measured-vs-predicted table; steps: training steps the profile covers (nsys),
-    or None to compare per launch only (ncu's sampled launches)"""
+def read_ncu_launches(text):
+    """[(base name, ns)] of an ncu CSV (--metrics gpu__time_duration.sum), one per launch in launch
+    order (ncu's ID); None when the CSV is not ncu's"""
+    lines = [l for l in text.splitlines() if l.strip()]  # ncu prints ==PROF== lines before the header
+    start = next((i for i, l in enumerate(lines) if "Kernel Name" in l and "Metric Value" in l), None)
+    if start is None:
+        return None
+    out = []
+    for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        unit = r.get("Metric Unit", "nsecond")
+        scale = NCU_UNITS.get(unit)
+        if scale is None:
+            raise SystemExit(f"dev/roofline.py: ncu time unit '{unit}' not known")
+        out.append((int(r.get("ID", len(out))), base_name(r["Kernel Name"]), float(r["Metric Value"].replace(",", "")) * scale))
+    out.sort(key=lambda x: x[0])
+    return [(n, ns) for _, n, ns in out]
+
+
+def whole_steps(launches, steps):
+    """the launches of a profile of exactly `steps` training steps (ncu filtered to the trainer's
+    NVTX range "step") split into steps: every step must launch the same kernels in the same order.
+    Returns (the launches of the steps after the first, or all when there is one step; their count
+    of steps; lines that say what was checked and each step's kernel time)"""
+    # a profile of the whole run (no NVTX filter) starts with the start-up kernels: left out
+    first = next((i for i, (name, _) in enumerate(launches) if name == "encoder_forward_kernel"), 0)
+    before, launches = first, launches[first:]
+    n = len(launches)
+    if steps < 1 or n == 0 or n % steps:
+        raise SystemExit(f"dev/roofline.py: {n} launches in the profile do not split into {steps} equal steps")
+    k = n // steps
+    chunks = [launches[i * k:(i + 1) * k] for i in range(steps)]
+    for s, c in enumerate(chunks[1:], start=2):
+        diff = next((i for i in range(k) if c[i][0] != chunks[0][i][0]), None)
+        if diff is not None:
+            raise SystemExit(f"dev/roofline.py: step {s} launches {c[diff][0]} as its launch {diff + 1}, step 1 "
+                             f"{chunks[0][diff][0]}: the profile is not {steps} whole steps of one shape")
+    sums = ", ".join(f"{i + 1}: {sum(ns for _, ns in c) / 1e6:.3f} ms" for i, c in enumerate(chunks))
+    kept = chunks[1:] if steps > 1 else chunks
+    lines = [f"profiled: {steps} whole steps, {n} launches, {k} per step (the same kernels in the same order in "
+             f"each); kernel time by step: {sums}; the table counts "
+             + (f"steps 2 to {steps} (the first warms up)" if steps > 1 else "the one step")
+             + (f"; {before} launch(es) before the first step's encoder_forward_kernel left out" if before else "")]
+    return [x for c in kept for x in c], len(kept), lines
+
+
+NCU_UNITS = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9}
+
+
+def join(text, cfg, B, T, steps, wall_ms=None):
+    """the lines of the measured-vs-predicted table; steps: training steps the profile covers (nsys,
+    or ncu filtered to whole steps), or None to compare per launch only (a sample of ncu launches);
+    wall_ms: the step's wall-clock time, which the kernels' sum is set against"""
     step = model_step(cfg, B, T)
     got, fmt_name = read_profile(text)
+    head = []
+    if fmt_name == "ncu" and steps:
+        kept, steps, head = whole_steps(read_ncu_launches(text), steps)
+        got = {}
+        for name, ns in kept:
+            a, t = got.get(name, (0, 0.0))
+            got[name] = (a + 1, t + ns)
     ours = {r.name: r for r in step.rows.values() if not r.name.startswith("matmul ") and not r.name.startswith("cudaMemset")}
     mm = [r for r in step.rows.values() if r.name.startswith("matmul ")]
     measured = {}
@@ -611,7 +699,7 @@ def join(text, cfg, B, T, steps):
         measured[k] = (a + n, t + ns)
     pred = {name: (r.launches, r.seconds) for name, r in ours.items()}
     pred[MATMUL] = (sum(r.launches for r in mm), sum(r.seconds for r in mm))
-    lines = [f"measured ({fmt_name}, {f'{steps} steps' if steps else 'a sample of launches'}) against dev/roofline.py's "
+    lines = head + [f"measured ({fmt_name}, {f'{steps} steps' if steps else 'a sample of launches'}) against dev/roofline.py's "
              f"lower bound, {cfg.spec} {cfg.mode} B {B} T {T}; ratio = measured / predicted per launch. cuBLASLt may "
              "launch more than one kernel per matmul (split-K), so its launch counts differ; the zero_grad memset is "
              "not a kernel and is left out." + ("" if steps else " Per step: the measured time per launch times the "
@@ -639,6 +727,10 @@ def join(text, cfg, B, T, steps):
         lines.append(f"| `{k}` | {pl} | {ml_step} | {per_step(p_us)} | {per_step(m_us)} | "
                      f"{'-' if ratio != ratio else f'{ratio:.2f}'} | {ps * 1e3:.3f} | {per_step(m_step)} |")
     lines.append(f"| all kernels | | | | | {tot_m / tot_p:.2f} | {tot_p:.3f} | {tot_m:.3f} |")
+    if wall_ms and steps:
+        gap = wall_ms - tot_m
+        lines.append(f"wall clock: {wall_ms:.3f} ms per step, the kernels {tot_m:.3f} ms ({100 * tot_m / wall_ms:.1f}%): "
+                     f"{gap:.3f} ms of the step is in no kernel (launch gaps, host waits, copies and memsets)")
     missing = [k for k in pred if k not in measured and pred[k][0] > 0]
     if missing:
         lines.append(f"not in the profile: {', '.join(missing)}")
@@ -762,6 +854,81 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
     swapped = rows[:i] + [rows[i].replace("flash_forward_kernel", "flash_backward_dot_kernel")] + rows[i + 1:]
     check("trace: a kernel out of the model's order is named, not attributed",
           "launch order is not the run's" in join_trace("\n".join(swapped), cfg, B, T))
+    # a canned ncu CSV of 3 whole steps (the NVTX range "step") at d2c64h4 siamese: our kernels 2 us
+    # each in the first step and 1 us after it, every cuBLASLt call one kernel of 10 us but the
+    # logits' forward, two of 30 us
+    def ncu_csv(seqs):
+        head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+                '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+        out, i = ["==PROF== Connected to process 9", "step 1/3 | loss 5.5", head], 0
+        for k, names in enumerate(seqs):
+            for n in names:
+                if n not in mmnames:
+                    kern, us = [f"void {n}<8>(float *, int)"], [2.0 if k == 0 else 1.0]
+                elif n == step.matmuls["fwd logits"]:
+                    kern, us = ["sm90_xmma_gemm_bf16bf16_splitk", "splitKreduce_kernel"], [30.0, 30.0]
+                else:
+                    kern, us = ["nvjet_tst_64x8_64x16_4x1_v_bz_TNT"], [10.0]
+                for kn, u in zip(kern, us):
+                    out.append(f'"{i}","9","train_gpt2cu","h","{kn}","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0",'
+                               f'"Command line profiler metrics","gpu__time_duration.sum","usecond","{u:.2f}"')
+                    i += 1
+        return "\n".join(out) + "\n"
+    prof = ncu_csv([seq] * 3)
+    out = join(prof, cfg, B, T, 3, wall_ms=1.0)
+    print(out)
+    rows_by = {l.split("|")[1].strip().strip("`"): l.split("|") for l in out.splitlines() if l.startswith("| ")}
+    nk = len(seq) + 1
+    check(f"ncu steps: {3 * nk} launches split into 3 steps of {nk}, the first's time apart",
+          f"{3 * nk} launches, {nk} per step" in out and "steps 2 to 3" in out)
+    cl = rows_by.get("classifier_kernel")
+    check("ncu steps: classifier 1 launch and 0.001 ms per step (steps 2 and 3: 1 us)",
+          cl is not None and cl[3].strip() == "1.0" and cl[8].strip() == "0.001")
+    mmrow = rows_by.get(MATMUL)
+    check("ncu steps: cuBLASLt 28 launches for 27 calls (the logits' split), 0.320 ms per step",
+          mmrow is not None and mmrow[3].strip() == "28.0" and mmrow[8].strip() == "0.320")
+    n_ours = sum(1 for n in seq if n not in mmnames)
+    allk = rows_by.get("all kernels")
+    check(f"ncu steps: all kernels {n_ours} x 1 us + 0.320 ms per step",
+          allk is not None and allk[8].strip() == f"{n_ours * 1e-3 + 0.320:.3f}")
+    check("ncu steps: the wall clock set against the kernels' sum",
+          f"wall clock: 1.000 ms per step, the kernels {n_ours * 1e-3 + 0.320:.3f} ms" in out)
+    out = join(ncu_csv([["adamw_kernel", "adamw_kernel"]] + [seq] * 3), cfg, B, T, 3)
+    check("ncu steps: a whole-run profile, the launches before the first encoder_forward_kernel left out",
+          f"{3 * nk} launches, {nk} per step" in out and "2 launch(es) before the first step" in out)
+    for what, bad, want in [("a launch missing", ncu_csv([seq, seq, seq[:-1]]), "do not split into 3"),
+                            ("two kernels swapped in step 3", ncu_csv([seq, seq, seq[1:2] + seq[:1] + seq[2:]]),
+                             "step 3 launches")]:
+        try:
+            join(bad, cfg, B, T, 3)
+            check(f"ncu steps: {what} is refused", False)
+        except SystemExit as e:
+            check(f"ncu steps: {what} is refused ({e})", want in str(e))
+    out = join_trace(prof, cfg, B, T)
+    rows_by = {l.split("|")[1].strip(): l.split("|") for l in out.splitlines() if l.startswith("| ")}
+    logits = rows_by.get(f"`{step.matmuls['fwd logits']}`")
+    check("ncu steps by matmul call: the logits' forward, 2.0 kernels per run, 0.060 ms per step",
+          logits is not None and logits[3].strip() == "2.0" and logits[5].strip() == "0.060")
+    # the NVTX step ranges against a canned launch log of 2 steps after a start-up kernel
+    lines = ["kernel cast_to_x_kernel none:1"]
+    for _ in range(2):
+        for n in seq:
+            m = re.fullmatch(r"matmul .*\[(\d+)x(\d+)x(\d+)\]", n)
+            lines.append(f"matmul {m.group(2)} {m.group(1)} {m.group(3)}" if m else f"kernel {n} none:1")
+    log = "".join(l + "\n" for l in lines)
+    at = lambda i: len("".join(l + "\n" for l in lines[:i]))  # the log's size after its first i lines
+    k = len(seq)
+    good = f"push step {at(1)}\npop {at(1 + k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n"
+    for what, text, ranges, want in [
+            ("two ranges of one step each", log, good, "2 NVTX step range(s)"),
+            ("a range without the step's last launch", log,
+             f"push step {at(1)}\npop {at(k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n", "range 1 is not"),
+            ("a range with the start-up kernel", log, f"push step 0\npop {at(1 + k)}\npush step {at(1 + k)}\npop {at(1 + 2 * k)}\n",
+             "range 1 is not"),
+            ("a launch after the last range", log + "kernel gelu_kernel none:1\n", good, "1 launch(es) after range 2"),
+            ("a range left open", log, f"push step {at(1)}\npop {at(1 + k)}\npush step {at(1 + k)}\n", "left open")]:
+        ok, message = check_step_ranges(text, ranges, cfg, B, T)
+        check(f"step ranges: {what}: {message}", ok == (text is log and ranges is good) and want in message)
     print(f"dev/roofline.py --self-test: {fails} failure(s)")
     return 1 if fails else 0
 
@@ -786,8 +953,13 @@ def main():
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")
     ap.add_argument("--join", metavar="CSV", help="a profiler's CSV (nsys kern_sum or ncu) against the model")
     ap.add_argument("--launches", metavar="LOG", help="a CUDACPU_LAUNCH_LOG of a training run: exit 1 unless it launches as modelled")
-    ap.add_argument("--join-trace", metavar="CSV", help="an nsys cuda_gpu_trace CSV: cuBLASLt's kernels by matmul call")
-    ap.add_argument("--steps", type=int, default=0, help="--join: training steps the nsys profile covers (0: per launch only)")
+    ap.add_argument("--step-ranges", metavar="LOG", help="with --launches: the range log of tests/cudacpu/nvtx_ranges.c "
+                    "for the same run: exit 1 unless each NVTX range \"step\" holds exactly one modelled step")
+    ap.add_argument("--join-trace", metavar="CSV", help="an nsys cuda_gpu_trace CSV or an ncu CSV of whole steps: "
+                    "cuBLASLt's kernels by matmul call")
+    ap.add_argument("--steps", type=int, default=0, help="--join: training steps the profile covers (0: per launch only); "
+                    "an ncu profile must be exactly that many whole steps")
+    ap.add_argument("--wall-ms", type=float, default=0.0, help="--join: the step's wall-clock ms, set against the kernels' sum")
     ap.add_argument("--self-test", action="store_true", help="the join on canned CSVs")
     a = ap.parse_args()
     if a.B < 1 or a.T < 1:
@@ -817,12 +989,15 @@ def main():
     if a.launches:
         ok, message = check_launches(read_text(a.launches), cfg, a.B, a.T)
         print(f"dev/roofline.py --launches: {message}")
+        if ok and a.step_ranges:
+            ok, message = check_step_ranges(read_text(a.launches), read_text(a.step_ranges), cfg, a.B, a.T)
+            print(f"dev/roofline.py --step-ranges: {message}")
         return 0 if ok else 1
     if a.join_trace:
         print(join_trace(read_text(a.join_trace), cfg, a.B, a.T))
         return 0
     if a.join:
-        print(join(read_text(a.join), cfg, a.B, a.T, a.steps or None))
+        print(join(read_text(a.join), cfg, a.B, a.T, a.steps or None, a.wall_ms or None))
         return 0
     print(table(cfg, a.B, a.T)[0])
     return 0

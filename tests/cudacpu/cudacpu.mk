@@ -91,3 +91,9 @@ tests/bin/test_gpt2cu_fp32_asan: $(CUDACPU_TEST_SRCS) $(COMMON_HEADERS) $(CUDACP
 test-cudacpu-asan: tests/bin/test_gpt2cu_fp32_asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		CUDACPU_SCHEDULE=shuffle:1 ./tests/bin/test_gpt2cu_fp32_asan
+
+# an NVTX injection library that logs a program's push/pop ranges beside CUDACPU_LAUNCH_LOG
+# (tests/cudacpu/nvtx_ranges.c; dev/gpu_check.sh --layer checks the trainer's "step" range with it)
+tests/bin/nvtx_ranges.so: tests/cudacpu/nvtx_ranges.c | cudacpu-check-headers
+	@mkdir -p tests/bin
+	$(CC) -std=c11 -O2 -Wall -Wextra $(WERROR_CFLAGS) -I$(CUDACPU_INC) -shared -fPIC $< -o $@
