@@ -53,12 +53,13 @@ functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include "common/utils.h"
+#include "common/cuda_utils.h"
 #include "common/params.h"
 #include "common/args.h"
 #include "common/rng.h"
 
 // ============================================================================
-// Part 0: precision, error checks, small device helpers
+// Part 0: precision, small device helpers (the error checks: common/cuda_utils.h)
 // ============================================================================
 
 #ifdef ENABLE_FP32
@@ -74,100 +75,6 @@ typedef __nv_bfloat16 floatX;
 // H100 SXM dense bf16 tensor-core peak (989 TFLOP/s), the denominator of MFU
 #define PEAK_FLOPS 989e12
 #endif
-
-// the architecture the Makefile compiled for (GPU_ARCH), to say so clearly on an older GPU
-#ifndef GPU_ARCH_BUILT
-#define GPU_ARCH_BUILT 0
-#endif
-
-static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
-    if (err != cudaSuccess) { fatal("CUDA: %s (%s at %s:%d)", cudaGetErrorString(err), call, file, line); }
-}
-#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
-
-// an environment switch: on when set to anything but "" or "0"
-static int env_switch(const char* name) {
-    const char* v = getenv(name);
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-}
-
-// Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
-// call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
-// (train_gpt2cu and test_gpt2cu) waits for every kernel and cuBLASLt call right after its launch,
-// so the error names the launch that failed. Slow: for debugging only.
-static int sync_check = -1;  // -1: not read yet
-
-static int sync_check_enabled(void) {
-    if (sync_check < 0) {
-        sync_check = env_switch("TRAIN_GPT2CU_SYNC_CHECK");
-        if (sync_check) { printf("note: TRAIN_GPT2CU_SYNC_CHECK: waiting for the GPU after every launch (slow)\n"); }
-    }
-    return sync_check;
-}
-
-static inline void cuda_check_launch(const char* what, const char* file, int line) {
-    cuda_check(cudaGetLastError(), what, file, line);  // a bad launch configuration, reported here
-    if (sync_check_enabled()) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
-}
-// after every kernel launch
-#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
-
-static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
-    if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }
-}
-#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
-
-static void* cuda_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
-// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
-static void* pinned_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
-static int cuda_device_usable(char* msg, size_t cap) {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-        return 0;
-    }
-    if (n == 0) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount found none)");
-        return 0;
-    }
-    cudaDeviceProp prop;
-    err = cudaGetDeviceProperties(&prop, 0);
-    if (err != cudaSuccess) {
-        snprintf(msg, cap, "cannot query CUDA device 0 (%s)", cudaGetErrorString(err));
-        return 0;
-    }
-    int cc = prop.major * 10 + prop.minor;
-#ifndef ENABLE_FP32
-    if (cc < 80) {
-        snprintf(msg, cap, "GPU %s has compute capability %d.%d; bf16 needs 8.0 or newer (build with PRECISION=FP32)",
-                 prop.name, prop.major, prop.minor);
-        return 0;
-    }
-#endif
-    if (GPU_ARCH_BUILT > 0 && cc < GPU_ARCH_BUILT) {
-        snprintf(msg, cap, "GPU %s has compute capability %d.%d but this binary was built for sm_%d (rebuild with make GPU_ARCH=%d)",
-                 prop.name, prop.major, prop.minor, GPU_ARCH_BUILT, cc);
-        return 0;
-    }
-    snprintf(msg, cap, "%s (compute capability %d.%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-             prop.totalGlobalMem / 1073741824.0);
-    return 1;
-}
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
@@ -258,110 +165,9 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
 //   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in order.
 // No block sums more than EMBED_CHUNK rows, and every sum has an order fixed by the tokens.
 
-#define EMBED_CHUNK 64     // positions per chunk
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
 
-// The work list: one int array, laid out the same in pinned host memory (list) and on the device
-// (d_list), from offset 0:
-//   pos          [BT]            positions grouped by token
-//   chunk_start  [n_chunks + 1]  chunk k is pos[chunk_start[k] .. chunk_start[k + 1])
-//   chunk_token  [n_chunks]      its token
-//   chunk_slot   [n_chunks]      -1: the token's only chunk; else its partial row
-//   split_token  [n_split]       the tokens with several chunks
-//   split_first  [n_split + 1]   token k's partial rows are split_first[k] .. split_first[k + 1] - 1
-// n_chunks <= BT and n_split <= BT, so 6 BT + 2 ints hold it.
-typedef struct {
-    int BT;                       // positions the arrays were allocated for
-    int n_chunks, n_split, n_partials;
-    size_t at_start, at_token, at_slot, at_split_token, at_split_first, len;  // offsets in list; ints in use
-    int* list;                    // pinned host (6 BT + 2)
-    int* d_list;                  // device (6 BT + 2)
-    int* group_of_token;          // host (V): -1, but during token_chunks_build
-    int* group_token;             // host (BT) scratch: the token of each group
-    int* group_end;               // host (BT) scratch: the end of each group in pos
-} TokenChunks;
-
-static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
-    tc->BT = BT;
-    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
-    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
-    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-}
-
-static void token_chunks_free(TokenChunks* tc) {
-    cudaCheck(cudaFreeHost(tc->list));
-    cudaCheck(cudaFree(tc->d_list));
-    free(tc->group_of_token);
-    free(tc->group_token);
-    free(tc->group_end);
-}
-
-// the work list of the BT tokens (tc->list; the upload is the caller's)
-static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
-    if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
-    int* list = tc->list;
-    // a counting sort of the positions by token: the size of each group, then its end, then the
-    // positions put in place (group_end[g] runs from the group's start to its end)
-    int ng = 0;
-    for (int i = 0; i < BT; i++) {
-        int g = tc->group_of_token[tokens[i]];
-        if (g < 0) {
-            g = tc->group_of_token[tokens[i]] = ng++;
-            tc->group_token[g] = tokens[i];
-            tc->group_end[g] = 0;
-        }
-        tc->group_end[g]++;
-    }
-    for (int g = 0, start = 0; g < ng; g++) {
-        int n = tc->group_end[g];
-        tc->group_end[g] = start;
-        start += n;
-    }
-    for (int i = 0; i < BT; i++) { list[tc->group_end[tc->group_of_token[tokens[i]]]++] = i; }
-    for (int g = 0; g < ng; g++) { tc->group_of_token[tc->group_token[g]] = -1; }
-    // the chunks: first their number, which places the arrays after pos
-    int n_chunks = 0, n_split = 0;
-    for (int g = 0; g < ng; g++) {
-        int n = tc->group_end[g] - (g > 0 ? tc->group_end[g - 1] : 0);
-        int chunks = (n + EMBED_CHUNK - 1) / EMBED_CHUNK;
-        n_chunks += chunks;
-        n_split += chunks > 1;
-    }
-    tc->n_chunks = n_chunks;
-    tc->n_split = n_split;
-    tc->at_start = BT;
-    tc->at_token = tc->at_start + n_chunks + 1;
-    tc->at_slot = tc->at_token + n_chunks;
-    tc->at_split_token = tc->at_slot + n_chunks;
-    tc->at_split_first = tc->at_split_token + n_split;
-    tc->len = tc->at_split_first + n_split + 1;
-    int k = 0, split = 0, slot = 0;
-    for (int g = 0; g < ng; g++) {
-        int start = g > 0 ? tc->group_end[g - 1] : 0, end = tc->group_end[g];
-        int several = end - start > EMBED_CHUNK;
-        if (several) {
-            list[tc->at_split_token + split] = tc->group_token[g];
-            list[tc->at_split_first + split++] = slot;
-        }
-        for (int p = start; p < end; p += EMBED_CHUNK, k++) {
-            list[tc->at_start + k] = p;
-            list[tc->at_token + k] = tc->group_token[g];
-            list[tc->at_slot + k] = several ? slot++ : -1;
-        }
-    }
-    list[tc->at_start + n_chunks] = BT;
-    list[tc->at_split_first + n_split] = slot;
-    tc->n_partials = slot;
-}
-
-// the work list to the device, without waiting (the host must not rewrite tc->list before the
-// copy is done)
-static void token_chunks_upload(const TokenChunks* tc) {
-    cudaCheck(cudaMemcpyAsync(tc->d_list, tc->list, tc->len * sizeof(int), cudaMemcpyHostToDevice, 0));
-}
+#include "common/token_chunks.h"  // TokenChunks: the work list, made and uploaded by the host
 
 __global__ void wte_chunk_kernel(float* dwte, float* partials, const float* dx, const float* dy, const int* pos,
                                  const int* chunk_start, const int* chunk_token, const int* chunk_slot, int C) {
@@ -1156,178 +962,9 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these. A shape's first call builds its descriptors and
-// asks the heuristic for up to LT_MAX_ALGOS algorithms, fastest first, and keeps both in a plan
-// (LtPlan): a step makes each shape's call dozens of times, and building descriptors and asking
-// the heuristic costs more than a small matmul. It runs the first algorithm that does not fail at
-// run time and remembers it, so later calls run that one at once: the same arithmetic at every
-// step. Where none runs, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the caller
-// runs the GELU kernels) and stops the trainer otherwise.
-
-static cublasLtHandle_t lt_handle;
-static void* lt_workspace = NULL;
-static const size_t LT_WORKSPACE_BYTES = 32u << 20;
-#define LT_MAX_ALGOS 8
-#define LT_MAX_PLANS 64
-
-typedef struct {
-    int m, n, k;
-    int transa, transb;
-    const floatX* A;
-    int lda;
-    const floatX* B;
-    int ldb;
-    void* D;                // also C (beta accumulates into D)
-    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
-    int ldd;
-    float alpha, beta;
-    cublasLtEpilogue_t epilogue;
-    const void* bias;  // EPILOGUE_BIAS
-    void* aux;         // DGELU (read): the GELU pre-activation
-    int ld_aux;
-} MatmulSpec;
-
-// D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
-static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
-                              int ldb, void* D, int ldd) {
-    // fields in declaration order: alpha 1, beta 0, no epilogue
-    MatmulSpec spec = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                       NULL, NULL, 0};
-    return spec;
-}
-
-// A plan's key is everything its descriptors and the heuristic depend on but the pointers, of
-// which it holds the alignments (the heuristic assumes 256 bytes otherwise). The bias and aux
-// pointers are set on the descriptor at each call.
-typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
-    cudaDataType_t d_type;
-    cublasLtEpilogue_t epilogue;
-    uint32_t align_a, align_b, align_d;
-} LtKey;
-
-typedef struct {
-    LtKey key;
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulHeuristicResult_t algos[LT_MAX_ALGOS];
-    int found;              // algorithms the heuristic offered
-    cublasStatus_t status;  // the heuristic query's
-    int next;               // the first to try: the one that ran last time (found: none runs)
-} LtPlan;
-
-static LtPlan lt_plans[LT_MAX_PLANS];
-static int lt_num_plans = 0;
-
-// the largest power of two (at most 256) that divides the address
-static uint32_t lt_alignment(const void* p) {
-    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
-    return (uint32_t)(v & (~v + 1));
-}
-
-static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
-}
-
-// the per-call pointers of the epilogue
-static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
-    if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &spec->bias, sizeof(spec->bias)); }
-    if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &spec->aux, sizeof(spec->aux)); }
-}
-
-static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
-    p->key = *key;
-    // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
-    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
-    if (key->ld_aux) {
-        int64_t ld_aux = key->ld_aux;
-        lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
-    }
-    lt_set_pointers(p->desc, spec);
-    // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
-                                           key->transa ? key->m : key->k, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
-                                           key->transb ? key->k : key->n, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = LT_WORKSPACE_BYTES;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t aligns[4] = {key->align_a, key->align_b, key->align_d, key->align_d};
-    for (int i = 0; i < 4; i++) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
-    }
-    p->found = 0;
-    p->status = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
-                                               p->algos, &p->found);
-    if (p->status != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
-    p->next = 0;
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-}
-
-static void lt_plan_destroy(LtPlan* p) {
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
-    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
-}
-
-static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
-    LtKey key;
-    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
-    key.m = spec->m, key.n = spec->n, key.k = spec->k, key.transa = spec->transa, key.transb = spec->transb;
-    key.lda = spec->lda, key.ldb = spec->ldb, key.ldd = spec->ldd, key.ld_aux = spec->aux ? spec->ld_aux : 0;
-    key.d_type = spec->d_type, key.epilogue = spec->epilogue;
-    key.align_a = lt_alignment(spec->A), key.align_b = lt_alignment(spec->B), key.align_d = lt_alignment(spec->D);
-    LtPlan* p = NULL;
-    for (int i = 0; i < lt_num_plans && p == NULL; i++) {
-        if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
-    }
-    LtPlan transient;  // with the table full, a plan for this call only
-    if (p == NULL) {
-        p = lt_num_plans < LT_MAX_PLANS ? &lt_plans[lt_num_plans++] : &transient;
-        lt_plan_build(p, &key, spec);
-    } else {
-        lt_set_pointers(p->desc, spec);
-    }
-    // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
-    // and computes nothing) gives way to the next, and is not tried again
-    int failed = 0;
-    cublasStatus_t failure = p->status;  // the heuristic query's, then the last failed algorithm's
-    for (; p->next < p->found; p->next++) {
-        const cublasLtMatmulHeuristicResult_t* r = &p->algos[p->next];
-        if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
-                                           spec->D, p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        if (st == CUBLAS_STATUS_SUCCESS) { break; }
-        failure = st;
-        failed++;
-        (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
-    }
-    int ran = p->next < p->found;
-    if (p == &transient) { lt_plan_destroy(p); }
-    if (!ran && !allow_missing) {
-        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", spec->m, spec->n, spec->k,
-              (int)spec->epilogue, failure != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(failure) : "no algorithm offered");
-    }
-    static int noted = 0;  // said once per process: it repeats at every step
-    if (failed > 0 && !noted) {
-        noted = 1;
-        printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n", failed,
-               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(failure),
-               ran ? "another algorithm ran instead" : "the GELU kernels run instead");
-    }
-    if (ran) { cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__); }
-    return ran;
-}
+// Each becomes a MatmulSpec for matmul_lt (common/matmul_lt.h), which runs it through a cuBLASLt
+// plan kept per shape.
+#include "common/matmul_lt.h"
 
 // ----------------------------------------------------------------------------
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
@@ -1933,7 +1570,6 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
-    if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
     // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
     // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
     column_partials_reserve(4 * C);
@@ -2287,22 +1923,18 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     }
 }
 
-// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace, the plans
-// and the partial sums' scratch (gpt2_allocate allocates those)
-static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
+// cuBLASLt's handle and workspace, once per process; cuda_teardown releases them with the plans
+// and the partial sums' scratch (gpt2_allocate allocates that)
+static void cuda_setup(void) { lt_setup(); }
 
 static void cuda_teardown(void) {
-    cudaCheck(cudaFree(lt_workspace));  // cudaFree(NULL) does nothing
-    lt_workspace = NULL;
     cudaCheck(cudaFree(column_partials));
     column_partials = NULL;
     column_partials_cols = 0;
     cudaCheck(cudaFree(ln_partials));
     ln_partials = NULL;
     ln_partials_cols = 0;
-    for (int i = 0; i < lt_num_plans; i++) { lt_plan_destroy(&lt_plans[i]); }
-    lt_num_plans = 0;
-    cublasCheck(cublasLtDestroy(lt_handle));
+    lt_teardown();
 }
 
 #ifndef TESTING
