@@ -297,8 +297,8 @@ __device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, i
 }
 
 // the row is read once (held), the statistics come from registers, out is written once.
-// SAVED: the backward's recompute (-r 2, layernorm_recompute): mean and rstd are read, not computed,
-// and the same code rebuilds out bit for bit.
+// SAVED: the backward's recompute (-r 2): mean and rstd are read, not computed, and the same code
+// rebuilds out bit for bit.
 template <int W, bool SAVED = false>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
@@ -315,19 +315,13 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     if (lane == 0 && !SAVED) { mean[r] = st.mean; rstd[r] = st.rstd; }
 }
 
+// saved: out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
-                              int N, int C) {
+                              int N, int C, bool saved = false) {
     const void* rows[] = {out, inp, w, b};
-    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>;
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
-    cudaCheckLaunch();
-}
-
-// out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
-static void layernorm_recompute(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                const floatX* b, int N, int C) {
-    const void* rows[] = {out, inp, w, b};
-    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>;
+    bool vec = row_width(C, rows, 4) == VEC_X;
+    auto kernel = saved ? (vec ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>)
+                        : (vec ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -744,25 +738,18 @@ static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms
     return row_width(C, rows, n) == VEC_X ? row_width(C, norms, 6) : 1;
 }
 
+// saved: the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
+// statistics the forward pass saved in st (a_out NULL: the backward never reads a). The same row
+// code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel (this
+// one's or the update's) made them; at either width (the width orders only the sums of the
+// statistics, which are not taken here).
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
-                                  const floatX* y, SiameseNorms p, int N, int C) {
+                                  const floatX* y, SiameseNorms p, int N, int C, bool saved = false) {
     const void* rows[] = {a_out, r_out, u_out, x, y};
-    auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
+    bool vec = siamese_row_width(C, rows, 5, p) == VEC_X;
+    auto kernel = saved ? (vec ? siamese_input_forward_kernel<VEC_X, true> : siamese_input_forward_kernel<1, true>)
+                        : (vec ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
-    cudaCheckLaunch();
-}
-
-// the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
-// statistics the forward pass saved in st (a is not needed by the backward: not written). The same
-// row code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel
-// (this one's or the update's) made them; at either width (the width orders only the sums of
-// the statistics, which are not taken here).
-static void siamese_input_recompute(floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x, const floatX* y,
-                                    SiameseNorms p, int N, int C) {
-    const void* rows[] = {r_out, u_out, x, y};
-    auto kernel = siamese_row_width(C, rows, 4, p) == VEC_X ? siamese_input_forward_kernel<VEC_X, true>
-                                                            : siamese_input_forward_kernel<1, true>;
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(nullptr, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -1323,37 +1310,45 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
 // and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
 // also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
-// (siamese_input_recompute, layernorm_recompute, residual_forward), and lnx two (the forward's
-// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// (siamese_input_forward, layernorm_forward with `saved`; residual_forward), and lnx two (the
+// forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// One list of the tensors: X(type, name, elements, what it holds), the elements in terms of the
+// sizes point_activations defines. Where a mode has no use for a tensor, a factor S (two streams),
+// R (r stored) or U (u stored) of 0 leaves it empty (common/params.h, NORM_MODE_LAYOUTS).
+#define ACTIVATION_TENSORS(X) \
+    X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
+    X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
+    X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
+    X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
+    X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
+    X(float, ln_mean, 2 * L * BT)               /* statistics of the sublayer's main LN (ln1 / ln2) */ \
+    X(float, ln_rstd, 2 * L * BT) \
+    X(float, lnx_mean, S * 2 * L * BT)          /* siamese: statistics of LN(x) */ \
+    X(float, lnx_rstd, S * 2 * L * BT) \
+    X(float, lny_mean, S * 2 * L * BT)          /* siamese: statistics of LN(y) */ \
+    X(float, lny_rstd, S * 2 * L * BT) \
+    X(floatX, qkv, L * BT * 3 * C) \
+    X(float, att_lse, L * B * NH * T)           /* each attention row's log-sum-exp, all its backward needs */ \
+    X(floatX, atty, L * BT * C)                 /* attention output before its projection */ \
+    X(floatX, fch, L * BT * 4 * C)              /* MLP hidden pre-activation */ \
+    X(floatX, fch_gelu, gelu_layers * BT * 4 * C) /* GELU(fch) */ \
+    X(floatX, blockout, 2 * L * BT * C)         /* z, the block output */ \
+    X(floatX, lnfsum, S * BT * C)               /* siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy) */ \
+    X(float, lnfx_mean, S * BT)                 /* siamese: statistics of the final LN(x) */ \
+    X(float, lnfx_rstd, S * BT) \
+    X(float, lnfy_mean, S * BT)                 /* siamese: statistics of the final LN(y) */ \
+    X(float, lnfy_rstd, S * BT) \
+    X(floatX, lnf, BT * C)                      /* h, the final LN output */ \
+    X(float, lnf_mean, BT) \
+    X(float, lnf_rstd, BT) \
+    X(floatX, logits, BT * Vp)                  /* overwritten by dL/dlogits in a forward pass with targets */ \
+    X(float, losses, BT)
+
+#define DECLARE_TENSOR(T, name, n) T* name;
+#define CARVE_TENSOR(T, name, n) t->name = next_tensor<T>(memory, &used, n);
+
 typedef struct {
-    floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
-    floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
-    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x), the base of the X update (-r 2: two, k % 2)
-    floatX* lnsum;     // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
-                       //                 (-r 2: one sublayer)
-    floatX* blockin;   // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x (-r 2: one)
-    float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
-    float* ln_rstd;    // (2L, B, T)
-    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
-    float* lnx_rstd;   // (2L, B, T)
-    float* lny_mean;   // (2L, B, T)      siamese: statistics of LN(y)
-    float* lny_rstd;   // (2L, B, T)
-    floatX* qkv;       // (L, B, T, 3C)
-    float* att_lse;    // (L, B, NH, T)   each attention row's log-sum-exp, all its backward needs
-    floatX* atty;      // (L, B, T, C)    attention output before its projection
-    floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
-    floatX* fch_gelu;  // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
-    floatX* blockout;  // (2L, B, T, C)   z, the block output
-    floatX* lnfsum;    // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
-    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
-    float* lnfx_rstd;  // (B, T)
-    float* lnfy_mean;  // (B, T)          siamese: statistics of the final LN(y)
-    float* lnfy_rstd;  // (B, T)
-    floatX* lnf;       // (B, T, C)       h, the final LN output
-    float* lnf_mean;   // (B, T)
-    float* lnf_rstd;   // (B, T)
-    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in a forward pass with targets
-    float* losses;     // (B, T)
+    ACTIVATION_TENSORS(DECLARE_TENSOR)
 } ActivationTensors;
 
 // points every activation tensor into `memory` (NULL: only counts); returns the bytes they take
@@ -1362,72 +1357,40 @@ static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Co
                                 int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
     size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
     size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
-    size_t n = 0;
-    t->resx = next_tensor<floatX>(memory, &n, (2 * L + 1) * BT * C);
-    t->resy = next_tensor<floatX>(memory, &n, S * (2 * L + 1) * BT * C);
-    t->lnx = next_tensor<floatX>(memory, &n, S * a_sublayers * BT * C);
-    t->lnsum = next_tensor<floatX>(memory, &n, R * ln_sublayers * BT * C);
-    t->blockin = next_tensor<floatX>(memory, &n, U * ln_sublayers * BT * C);
-    t->ln_mean = next_tensor<float>(memory, &n, 2 * L * BT);
-    t->ln_rstd = next_tensor<float>(memory, &n, 2 * L * BT);
-    t->lnx_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lnx_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lny_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lny_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->qkv = next_tensor<floatX>(memory, &n, L * BT * 3 * C);
-    t->att_lse = next_tensor<float>(memory, &n, L * B * NH * T);
-    t->atty = next_tensor<floatX>(memory, &n, L * BT * C);
-    t->fch = next_tensor<floatX>(memory, &n, L * BT * 4 * C);
-    t->fch_gelu = next_tensor<floatX>(memory, &n, gelu_layers * BT * 4 * C);
-    t->blockout = next_tensor<floatX>(memory, &n, 2 * L * BT * C);
-    t->lnfsum = next_tensor<floatX>(memory, &n, S * BT * C);
-    t->lnfx_mean = next_tensor<float>(memory, &n, S * BT);
-    t->lnfx_rstd = next_tensor<float>(memory, &n, S * BT);
-    t->lnfy_mean = next_tensor<float>(memory, &n, S * BT);
-    t->lnfy_rstd = next_tensor<float>(memory, &n, S * BT);
-    t->lnf = next_tensor<floatX>(memory, &n, BT * C);
-    t->lnf_mean = next_tensor<float>(memory, &n, BT);
-    t->lnf_rstd = next_tensor<float>(memory, &n, BT);
-    t->logits = next_tensor<floatX>(memory, &n, BT * Vp);
-    t->losses = next_tensor<float>(memory, &n, BT);
-    return n;
+    size_t used = 0;
+    ACTIVATION_TENSORS(CARVE_TENSOR)
+    return used;
 }
 
 // scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
 // gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
+#define SCRATCH_TENSORS(X) \
+    X(float, dx, BT * C)        /* dL/d(stream X) at the current sublayer boundary */ \
+    X(float, dy, S * BT * C)    /* siamese: dL/d(stream Y) */ \
+    X(floatX, dz, BT * C)       /* dL/dz, the block output gradient */ \
+    X(float, du, BT * C)        /* dL/du, the block input gradient (dL/dh at the top) */ \
+    X(floatX, datty, BT * C) \
+    X(floatX, dqkv, BT * 3 * C) \
+    X(floatX, dfch, BT * 4 * C) /* dL/d(MLP pre-activation) */ \
+    X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
+    X(float, att_dq, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))) /* attention: the fp32 dQ splits */
+
 typedef struct {
-    float* dx;       // (B, T, C)   dL/d(stream X) at the current sublayer boundary
-    float* dy;       // (B, T, C)   siamese: dL/d(stream Y)
-    floatX* dz;      // (B, T, C)   dL/dz, the block output gradient
-    float* du;       // (B, T, C)   dL/du, the block input gradient (dL/dh at the top)
-    floatX* datty;   // (B, T, C)
-    floatX* dqkv;    // (B, T, 3C)
-    floatX* dfch;    // (B, T, 4C)  dL/d(MLP pre-activation)
-    float* att_dot;  // (B, NH, T)  attention: sum_c dO O per row
-    float* att_dq;   // attention: the fp32 dQ splits (attention.cuh, flash_dq_acc_floats_upto)
+    SCRATCH_TENSORS(DECLARE_TENSOR)
 } GradScratch;
 
 // points every scratch tensor into `memory` (NULL: only counts); returns the bytes they take
 static size_t point_scratch(GradScratch* t, char* memory, const GPT2Config* cfg, int B, int T) {
     size_t C = cfg->channels, NH = cfg->num_heads, BT = (size_t)B * T;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;
-    size_t n = 0;
-    t->dx = next_tensor<float>(memory, &n, BT * C);
-    t->dy = next_tensor<float>(memory, &n, S * BT * C);
-    t->dz = next_tensor<floatX>(memory, &n, BT * C);
-    t->du = next_tensor<float>(memory, &n, BT * C);
-    t->datty = next_tensor<floatX>(memory, &n, BT * C);
-    t->dqkv = next_tensor<floatX>(memory, &n, BT * 3 * C);
-    t->dfch = next_tensor<floatX>(memory, &n, BT * 4 * C);
-    t->att_dot = next_tensor<float>(memory, &n, B * NH * T);
-    t->att_dq = next_tensor<float>(memory, &n, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH)));
-    return n;
+    size_t used = 0;
+    SCRATCH_TENSORS(CARVE_TENSOR)
+    return used;
 }
 
 typedef struct {
@@ -1854,7 +1817,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-                if (rebuild) { layernorm_recompute(u, mean, rstd, x, lnw, lnb, BT, C); }
+                if (rebuild) { layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C, true); }
                 cast_to_x(sc->dz, sc->dx, N);
                 block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 layernorm_backward(sc->dx, NULL, dlnw, dlnb, sc->du, x, lnw, mean, rstd, BT, C, 1);
@@ -1871,7 +1834,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
                 floatX* y = acts->resy + k * N;
                 SiameseStats st = sublayer_stats(acts, k, BT);
-                if (rebuild) { siamese_input_recompute(r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C); }
+                if (rebuild) { siamese_input_forward(NULL, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C, true); }
                 block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,
                                        sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
@@ -2039,16 +2002,7 @@ int main(int argc, char** argv) {
     if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
-    if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
-    // one GPU per rank (common/dist.h); ranks can share one only without NCCL (sums through the host)
-    int gpus = 0;
-    cudaCheck(cudaGetDeviceCount(&gpus));
-#ifdef USE_NCCL
-    if (run.dist.local_rank >= gpus) {
-        fatal("%d ranks on this machine need a GPU each; it has %d", run.dist.local_rank + 1, gpus);
-    }
-#endif
-    cudaCheck(cudaSetDevice(run.dist.local_rank % gpus));
+    cuda_select_device(run.dist.local_rank, device, sizeof(device));
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)

@@ -106,4 +106,16 @@ static int cuda_device_usable(char* msg, size_t cap) {
     return 1;
 }
 
+// the GPU of the rank `local_rank` on this machine (common/dist.h), described in `device`: one GPU
+// per rank; ranks can share one only without NCCL (their sums go through the host)
+static void cuda_select_device(int local_rank, char* device, size_t cap) {
+    if (!cuda_device_usable(device, cap)) { fatal("%s", device); }
+    int gpus = 0;
+    cudaCheck(cudaGetDeviceCount(&gpus));
+#ifdef USE_NCCL
+    if (local_rank >= gpus) { fatal("%d ranks on this machine need a GPU each; it has %d", local_rank + 1, gpus); }
+#endif
+    cudaCheck(cudaSetDevice(local_rank % gpus));
+}
+
 #endif // COMMON_CUDA_UTILS_H
