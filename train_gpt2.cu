@@ -20,14 +20,11 @@ Precision (the default BF16 build):
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
-Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
-added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the GELU backward fused into the MLP
-down-projection's input gradient (DGELU). The GELU forward is a kernel of its own on the stored
-pre-activation (not the GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before
-rounding): then the backward's recompute (-r 1, 2) rebuilds its output from that same stored
-pre-activation with the same kernel, bit for bit. Where the library runs no fused DGELU epilogue
-for a shape, the GELU kernel runs.
-Bias gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
+Matmuls. All of them go through cuBLASLt (matmul_lt, common/matmul_lt.h): the bias added in the
+epilogue, the GELU backward fused into the MLP down-projection's input gradient (DGELU) where the
+library runs it for the shape. The GELU forward is a kernel on the stored pre-activation, so the
+backward's recompute (-r 1, 2) rebuilds its output with the same kernel, bit for bit. Bias
+gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
 gradient accumulation needs +=).
 
 Determinism. Every kernel here computes each output element in a fixed order that depends only
@@ -36,7 +33,7 @@ grouped by token on the host first; attention's dQ goes through per-block fp32 s
 fixed order). So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm
 choices (cuBLASLt is deterministic for a given algorithm and workspace).
 
-How to read this file: Part 0 holds the precision, the error checks and the row helpers; Part 1
+How to read this file: Part 0 holds the precision and the row helpers; Part 1
 the kernels in forward order, each with its backward next to it; Part 2 the model (parameters,
 activations, forward, backward, AdamW); Part 3 hands it to the training loop shared with
 train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through one step). Backward
@@ -50,13 +47,10 @@ functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 #include <time.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <cublasLt.h>
-#include <cublas_api.h>
 #include "common/utils.h"
-#include "common/cuda_utils.h"
+#include "common/cuda_utils.h"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
 #include "common/args.h"
-#include "common/rng.h"
 
 // ============================================================================
 // Part 0: precision, small device helpers (the error checks: common/cuda_utils.h)
@@ -382,17 +376,29 @@ static int column_splits(int N) {
     return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
 }
 
-// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols; it grows,
-// never shrinks (one process may allocate several models)
-static float* column_partials = NULL;
-static size_t column_partials_cols = 0;
+// Device scratch for partial sums: `rows` floats per column, for up to `cols` columns. It grows,
+// never shrinks (one process may allocate several models); cuda_teardown frees it.
+typedef struct {
+    float* p;
+    size_t rows, cols;
+    const char* what;
+} Partials;
 
-static void column_partials_reserve(size_t cols) {
-    if (cols <= column_partials_cols) { return; }
-    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
-    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
-    column_partials_cols = cols;
+static void partials_reserve(Partials* b, size_t cols) {
+    if (cols <= b->cols) { return; }
+    cudaCheck(cudaFree(b->p));
+    b->p = (float*)cuda_malloc_check(b->rows * cols * sizeof(float), b->what);
+    b->cols = cols;
 }
+
+static void partials_free(Partials* b) {
+    cudaCheck(cudaFree(b->p));
+    b->p = NULL;
+    b->cols = 0;
+}
+
+// stage 1's output: (COLUMN_MAX_SPLITS, C) floats
+static Partials column_partials = {NULL, COLUMN_MAX_SPLITS, 0, "column-sum partials"};
 
 // the sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x;
 // returns 1 where *total holds it (threadIdx.y == 0, c < C), 0 elsewhere
@@ -447,11 +453,11 @@ __global__ void column_finish_kernel(float* out, int C, const float* partials, i
 // out += the column sums of in (N, C), in two stages
 template <typename Td>
 static void column_grads(float* out, const Td* in, int N, int C) {
-    if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
+    if ((size_t)C > column_partials.cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials.cols); }
     int splits = column_splits(N);
-    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), splits), dim3(COLUMN_TILE, COLUMN_TILE)>>>(in, N, C, column_partials, splits);
+    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), splits), dim3(COLUMN_TILE, COLUMN_TILE)>>>(in, N, C, column_partials.p, splits);
     cudaCheckLaunch();
-    column_finish_kernel<<<ceil_div(C, 256), 256>>>(out, C, column_partials, splits);
+    column_finish_kernel<<<ceil_div(C, 256), 256>>>(out, C, column_partials.p, splits);
     cudaCheckLaunch();
 }
 
@@ -476,17 +482,8 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
 static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
 
-// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols; it grows like
-// column_partials
-static float* ln_partials = NULL;
-static size_t ln_partials_cols = 0;
-
-static void ln_partials_reserve(size_t cols) {
-    if (cols <= ln_partials_cols) { return; }
-    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
-    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
-    ln_partials_cols = cols;
-}
+// the blocks' partial sums: (n, blocks, C) floats, n * C "columns" of up to LN_GRAD_BLOCKS rows
+static Partials ln_partials = {NULL, LN_GRAD_BLOCKS, 0, "LayerNorm gradient partials"};
 
 // The rounds of one block: per_row(row, slot) by one warp per row (slot: its warp, the row's place
 // in the round), then, once every warp is done, per_column(base, rows) by the whole block for the
@@ -548,7 +545,7 @@ typedef struct {
 
 static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int C, const char* what) {
     LnBackwardLaunch l = {ln_grad_blocks(N), ln_block_rows(N), (size_t)n * C * sizeof(float)};
-    if ((size_t)n * C > ln_partials_cols) { fatal("%s: %d x %d partial columns, allocated for %zu", what, n, C, ln_partials_cols); }
+    if ((size_t)n * C > ln_partials.cols) { fatal("%s: %d x %d partial columns, allocated for %zu", what, n, C, ln_partials.cols); }
     if (l.smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, l.smem);
     }
@@ -560,7 +557,7 @@ static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int
 static void ln_grads_finish(float* const* grads, int n, int N, int C) {
     int blocks = ln_grad_blocks(N);
     ColumnJobs<float> jobs = {};
-    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], ln_partials + (size_t)q * blocks * C}; }
+    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], ln_partials.p + (size_t)q * blocks * C}; }
     column_sums(jobs, n, blocks, C);
 }
 
@@ -621,7 +618,7 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
     const void* rows[] = {dinp, dinp_x, dout, inp, w};
     auto kernel = row_width(C, rows, 5) == VEC_X ? layernorm_backward_kernel<VEC_X> : layernorm_backward_kernel<1>;
     LnBackwardLaunch l = ln_backward_launch((const void*)kernel, 2, N, C, "layernorm_backward");
-    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dinp, dinp_x, ln_partials, dout, inp, w, mean, rstd, N, C, l.block_rows,
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dinp, dinp_x, ln_partials.p, dout, inp, w, mean, rstd, N, C, l.block_rows,
                                                  accumulate);
     cudaCheckLaunch();
     float* grads[] = {dw, db};
@@ -912,7 +909,7 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     const void* rows[] = {dx, dy, dz_prev, du, x, y, r};
     auto kernel = siamese_row_width(C, rows, 7, p) == VEC_X ? siamese_input_backward_kernel<VEC_X> : siamese_input_backward_kernel<1>;
     LnBackwardLaunch l = ln_backward_launch((const void*)kernel, SIAMESE_SUMS, N, C, "siamese_input_backward");
-    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dx, dy, dz_prev, c_prev, streams_in, ln_partials, du, p, st, x, y, r, N, C,
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dx, dy, dz_prev, c_prev, streams_in, ln_partials.p, du, p, st, x, y, r, N, C,
                                                  l.block_rows);
     cudaCheckLaunch();
     float* grads[SIAMESE_SUMS] = {g.xw, g.xb, g.yw, g.yb, g.w, g.b};
@@ -1535,8 +1532,8 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
     // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
-    column_partials_reserve(4 * C);
-    ln_partials_reserve((norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
+    partials_reserve(&column_partials, 4 * C);
+    partials_reserve(&ln_partials, (norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
 }
 
 static void gpt2_free(GPT2* m) {
@@ -1891,12 +1888,8 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
 static void cuda_setup(void) { lt_setup(); }
 
 static void cuda_teardown(void) {
-    cudaCheck(cudaFree(column_partials));
-    column_partials = NULL;
-    column_partials_cols = 0;
-    cudaCheck(cudaFree(ln_partials));
-    ln_partials = NULL;
-    ln_partials_cols = 0;
+    partials_free(&column_partials);
+    partials_free(&ln_partials);
     lt_teardown();
 }
 
@@ -1933,12 +1926,9 @@ static const float* gpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
     if (m->has_targets) { fatal("logits_row: the last forward pass had targets; its logits hold dL/dlogits"); }
     size_t Vp = m->config.padded_vocab_size;
-    if (!host_copy.row) {
-        host_copy.row_x = (floatX*)malloc_check(Vp * sizeof(floatX), "logits row (host)");
-        host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)");
-    }
-    cudaCheck(cudaMemcpy(host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
-    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
+    const floatX* row_x = (const floatX*)download_into((void**)&host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
+    if (!host_copy.row) { host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)"); }
+    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)row_x[j]; }
     return host_copy.row;
 }
 // the losses of every position, which the forward pass with targets copied to the host
@@ -1956,15 +1946,9 @@ static const float* gpu_weights(void* self) {
 }
 static void gpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
-    size_t held = m->opt_hi - m->opt_lo;
-    if (!host_copy.m) {
-        host_copy.m = (float*)malloc_check(held * sizeof(float), "AdamW m (host)");
-        host_copy.v = (float*)malloc_check(held * sizeof(float), "AdamW v (host)");
-    }
-    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
-    *mm = host_copy.m;
-    *vv = host_copy.v;
+    size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
+    *mm = (const float*)download_into((void**)&host_copy.m, m->m_memory, bytes);
+    *vv = (const float*)download_into((void**)&host_copy.v, m->v_memory, bytes);
 }
 static void gpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
@@ -1978,10 +1962,7 @@ static void* gpu_working_weights(void* self, size_t* elem_bytes) {
     *elem_bytes = sizeof(floatX);
     return ((GPT2*)self)->params_x_memory;
 }
-static void gpu_sync(void* self) {
-    (void)self;
-    cudaCheck(cudaDeviceSynchronize());
-}
+static void gpu_sync(void*) { cudaCheck(cudaDeviceSynchronize()); }
 
 int main(int argc, char** argv) {
     // What needs no GPU comes first: -h, the flags, the output folder (read, not yet created), the

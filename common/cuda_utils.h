@@ -106,6 +106,14 @@ static int cuda_device_usable(char* msg, size_t cap) {
     return 1;
 }
 
+// a host copy of `bytes` of device memory at src, in *buf (allocated by the first call; every call
+// for the same buffer copies the same size)
+static void* download_into(void** buf, const void* src, size_t bytes) {
+    if (*buf == NULL) { *buf = malloc_check(bytes, "host copy of device memory"); }
+    cudaCheck(cudaMemcpy(*buf, src, bytes, cudaMemcpyDeviceToHost));
+    return *buf;
+}
+
 // the GPU of the rank `local_rank` on this machine (common/dist.h), described in `device`: one GPU
 // per rank; ranks can share one only without NCCL (their sums go through the host)
 static void cuda_select_device(int local_rank, char* device, size_t cap) {
