@@ -91,6 +91,10 @@ test-corrupt: test_gpt2
 # No --use_fast_math: its expf/tanhf approximations would loosen the parity with PyTorch.
 NVCC ?= nvcc
 GPU_ARCH ?= 90
+# set but empty (GPU_ARCH= in the environment) means the default
+ifeq ($(strip $(GPU_ARCH)),)
+  override GPU_ARCH = 90
+endif
 PRECISION ?= BF16
 NVCC_FLAGS = -O3 -std=c++17 -I. -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH) \
 	-gencode arch=compute_$(GPU_ARCH),code=compute_$(GPU_ARCH) -DGPU_ARCH_BUILT=$(GPU_ARCH) \
