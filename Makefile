@@ -105,7 +105,7 @@ ifeq ($(PRECISION),FP32)
 else ifneq ($(PRECISION),BF16)
   $(error PRECISION must be BF16 or FP32, not $(PRECISION))
 endif
-CUDA_SOURCES = train_gpt2.cu attention.cuh $(COMMON_HEADERS)
+CUDA_SOURCES = train_gpt2.cu $(wildcard *.cuh) $(COMMON_HEADERS)
 
 # rebuild the CUDA binaries when PRECISION or GPU_ARCH change
 # several GPUs (common/dist.h, doc/distributed.md): the trainer gets MPI (to launch) where the C

@@ -63,7 +63,7 @@ test_gpt2.c; the floors below are per build.
     checked for, the FP32 build checks against the same dump.
 Without a usable CUDA device it prints "./test_gpt2cu (bf16): skipped: ..." and exits 0 (that is
 what CI without a GPU sees). TRAIN_GPT2CU_SYNC_CHECK=1 waits for the GPU after every launch, so a
-kernel fault names the launch at fault (train_gpt2.cu, Part 0). Usage: ./test_gpt2cu [dump folder]
+kernel fault names the launch at fault (cuda_common.cuh). Usage: ./test_gpt2cu [dump folder]
 (default data/test).
 */
 #define TESTING

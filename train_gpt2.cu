@@ -20,14 +20,11 @@ Precision (the default BF16 build):
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
-Matmuls. All of them go through cuBLASLt (matmul_lt below): the linear layers with the bias
-added in the epilogue (CUBLASLT_EPILOGUE_BIAS), the GELU backward fused into the MLP
-down-projection's input gradient (DGELU). The GELU forward is a kernel of its own on the stored
-pre-activation (not the GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before
-rounding): then the backward's recompute (-r 1, 2) rebuilds its output from that same stored
-pre-activation with the same kernel, bit for bit. Where the library runs no fused DGELU epilogue
-for a shape, the GELU kernel runs.
-Bias gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
+Matmuls. All of them go through cuBLASLt (matmul_lt, matmul_lt.cuh): the bias added in the
+epilogue, the GELU backward fused into the MLP down-projection's input gradient (DGELU) where the
+library runs it for the shape. The GELU forward is a kernel on the stored pre-activation, so the
+backward's recompute (-r 1, 2) rebuilds its output with the same kernel, bit for bit. Bias
+gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
 gradient accumulation needs +=).
 
 Determinism. Every kernel here computes each output element in a fixed order that depends only
@@ -36,7 +33,7 @@ grouped by token on the host first; attention's dQ goes through per-block fp32 s
 fixed order). So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm
 choices (cuBLASLt is deterministic for a given algorithm and workspace).
 
-How to read this file: Part 0 holds the precision, the error checks and the row helpers; Part 1
+How to read this file: Part 0 holds the precision and the row helpers; Part 1
 the kernels in forward order, each with its backward next to it; Part 2 the model (parameters,
 activations, forward, backward, AdamW); Part 3 hands it to the training loop shared with
 train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through one step). Backward
@@ -50,15 +47,13 @@ functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 #include <time.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <cublasLt.h>
-#include <cublas_api.h>
 #include "common/utils.h"
+#include "cuda_common.cuh"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
 #include "common/args.h"
-#include "common/rng.h"
 
 // ============================================================================
-// Part 0: precision, error checks, small device helpers
+// Part 0: precision, small device helpers (the error checks: cuda_common.cuh)
 // ============================================================================
 
 #ifdef ENABLE_FP32
@@ -74,100 +69,6 @@ typedef __nv_bfloat16 floatX;
 // H100 SXM dense bf16 tensor-core peak (989 TFLOP/s), the denominator of MFU
 #define PEAK_FLOPS 989e12
 #endif
-
-// the architecture the Makefile compiled for (GPU_ARCH), to say so clearly on an older GPU
-#ifndef GPU_ARCH_BUILT
-#define GPU_ARCH_BUILT 0
-#endif
-
-static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
-    if (err != cudaSuccess) { fatal("CUDA: %s (%s at %s:%d)", cudaGetErrorString(err), call, file, line); }
-}
-#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
-
-// an environment switch: on when set to anything but "" or "0"
-static int env_switch(const char* name) {
-    const char* v = getenv(name);
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-}
-
-// Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
-// call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
-// (train_gpt2cu and test_gpt2cu) waits for every kernel and cuBLASLt call right after its launch,
-// so the error names the launch that failed. Slow: for debugging only.
-static int sync_check = -1;  // -1: not read yet
-
-static int sync_check_enabled(void) {
-    if (sync_check < 0) {
-        sync_check = env_switch("TRAIN_GPT2CU_SYNC_CHECK");
-        if (sync_check) { printf("note: TRAIN_GPT2CU_SYNC_CHECK: waiting for the GPU after every launch (slow)\n"); }
-    }
-    return sync_check;
-}
-
-static inline void cuda_check_launch(const char* what, const char* file, int line) {
-    cuda_check(cudaGetLastError(), what, file, line);  // a bad launch configuration, reported here
-    if (sync_check_enabled()) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
-}
-// after every kernel launch
-#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
-
-static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
-    if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }
-}
-#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
-
-static void* cuda_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
-// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
-static void* pinned_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
-static int cuda_device_usable(char* msg, size_t cap) {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-        return 0;
-    }
-    if (n == 0) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount found none)");
-        return 0;
-    }
-    cudaDeviceProp prop;
-    err = cudaGetDeviceProperties(&prop, 0);
-    if (err != cudaSuccess) {
-        snprintf(msg, cap, "cannot query CUDA device 0 (%s)", cudaGetErrorString(err));
-        return 0;
-    }
-    int cc = prop.major * 10 + prop.minor;
-#ifndef ENABLE_FP32
-    if (cc < 80) {
-        snprintf(msg, cap, "GPU %s has compute capability %d.%d; bf16 needs 8.0 or newer (build with PRECISION=FP32)",
-                 prop.name, prop.major, prop.minor);
-        return 0;
-    }
-#endif
-    if (GPU_ARCH_BUILT > 0 && cc < GPU_ARCH_BUILT) {
-        snprintf(msg, cap, "GPU %s has compute capability %d.%d but this binary was built for sm_%d (rebuild with make GPU_ARCH=%d)",
-                 prop.name, prop.major, prop.minor, GPU_ARCH_BUILT, cc);
-        return 0;
-    }
-    snprintf(msg, cap, "%s (compute capability %d.%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-             prop.totalGlobalMem / 1073741824.0);
-    return 1;
-}
 
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 __device__ __forceinline__ int ceil_div_dev(int a, int b) { return (a + b - 1) / b; }
@@ -258,110 +159,9 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
 //   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in order.
 // No block sums more than EMBED_CHUNK rows, and every sum has an order fixed by the tokens.
 
-#define EMBED_CHUNK 64     // positions per chunk
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
 
-// The work list: one int array, laid out the same in pinned host memory (list) and on the device
-// (d_list), from offset 0:
-//   pos          [BT]            positions grouped by token
-//   chunk_start  [n_chunks + 1]  chunk k is pos[chunk_start[k] .. chunk_start[k + 1])
-//   chunk_token  [n_chunks]      its token
-//   chunk_slot   [n_chunks]      -1: the token's only chunk; else its partial row
-//   split_token  [n_split]       the tokens with several chunks
-//   split_first  [n_split + 1]   token k's partial rows are split_first[k] .. split_first[k + 1] - 1
-// n_chunks <= BT and n_split <= BT, so 6 BT + 2 ints hold it.
-typedef struct {
-    int BT;                       // positions the arrays were allocated for
-    int n_chunks, n_split, n_partials;
-    size_t at_start, at_token, at_slot, at_split_token, at_split_first, len;  // offsets in list; ints in use
-    int* list;                    // pinned host (6 BT + 2)
-    int* d_list;                  // device (6 BT + 2)
-    int* group_of_token;          // host (V): -1, but during token_chunks_build
-    int* group_token;             // host (BT) scratch: the token of each group
-    int* group_end;               // host (BT) scratch: the end of each group in pos
-} TokenChunks;
-
-static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
-    tc->BT = BT;
-    tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
-    for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
-    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-}
-
-static void token_chunks_free(TokenChunks* tc) {
-    cudaCheck(cudaFreeHost(tc->list));
-    cudaCheck(cudaFree(tc->d_list));
-    free(tc->group_of_token);
-    free(tc->group_token);
-    free(tc->group_end);
-}
-
-// the work list of the BT tokens (tc->list; the upload is the caller's)
-static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
-    if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
-    int* list = tc->list;
-    // a counting sort of the positions by token: the size of each group, then its end, then the
-    // positions put in place (group_end[g] runs from the group's start to its end)
-    int ng = 0;
-    for (int i = 0; i < BT; i++) {
-        int g = tc->group_of_token[tokens[i]];
-        if (g < 0) {
-            g = tc->group_of_token[tokens[i]] = ng++;
-            tc->group_token[g] = tokens[i];
-            tc->group_end[g] = 0;
-        }
-        tc->group_end[g]++;
-    }
-    for (int g = 0, start = 0; g < ng; g++) {
-        int n = tc->group_end[g];
-        tc->group_end[g] = start;
-        start += n;
-    }
-    for (int i = 0; i < BT; i++) { list[tc->group_end[tc->group_of_token[tokens[i]]]++] = i; }
-    for (int g = 0; g < ng; g++) { tc->group_of_token[tc->group_token[g]] = -1; }
-    // the chunks: first their number, which places the arrays after pos
-    int n_chunks = 0, n_split = 0;
-    for (int g = 0; g < ng; g++) {
-        int n = tc->group_end[g] - (g > 0 ? tc->group_end[g - 1] : 0);
-        int chunks = (n + EMBED_CHUNK - 1) / EMBED_CHUNK;
-        n_chunks += chunks;
-        n_split += chunks > 1;
-    }
-    tc->n_chunks = n_chunks;
-    tc->n_split = n_split;
-    tc->at_start = BT;
-    tc->at_token = tc->at_start + n_chunks + 1;
-    tc->at_slot = tc->at_token + n_chunks;
-    tc->at_split_token = tc->at_slot + n_chunks;
-    tc->at_split_first = tc->at_split_token + n_split;
-    tc->len = tc->at_split_first + n_split + 1;
-    int k = 0, split = 0, slot = 0;
-    for (int g = 0; g < ng; g++) {
-        int start = g > 0 ? tc->group_end[g - 1] : 0, end = tc->group_end[g];
-        int several = end - start > EMBED_CHUNK;
-        if (several) {
-            list[tc->at_split_token + split] = tc->group_token[g];
-            list[tc->at_split_first + split++] = slot;
-        }
-        for (int p = start; p < end; p += EMBED_CHUNK, k++) {
-            list[tc->at_start + k] = p;
-            list[tc->at_token + k] = tc->group_token[g];
-            list[tc->at_slot + k] = several ? slot++ : -1;
-        }
-    }
-    list[tc->at_start + n_chunks] = BT;
-    list[tc->at_split_first + n_split] = slot;
-    tc->n_partials = slot;
-}
-
-// the work list to the device, without waiting (the host must not rewrite tc->list before the
-// copy is done)
-static void token_chunks_upload(const TokenChunks* tc) {
-    cudaCheck(cudaMemcpyAsync(tc->d_list, tc->list, tc->len * sizeof(int), cudaMemcpyHostToDevice, 0));
-}
+#include "token_chunks.cuh"  // TokenChunks: the work list, made and uploaded by the host
 
 __global__ void wte_chunk_kernel(float* dwte, float* partials, const float* dx, const float* dy, const int* pos,
                                  const int* chunk_start, const int* chunk_token, const int* chunk_slot, int C) {
@@ -491,8 +291,8 @@ __device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, i
 }
 
 // the row is read once (held), the statistics come from registers, out is written once.
-// SAVED: the backward's recompute (-r 2, layernorm_recompute): mean and rstd are read, not computed,
-// and the same code rebuilds out bit for bit.
+// SAVED: the backward's recompute (-r 2): mean and rstd are read, not computed, and the same code
+// rebuilds out bit for bit.
 template <int W, bool SAVED = false>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
@@ -509,19 +309,13 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     if (lane == 0 && !SAVED) { mean[r] = st.mean; rstd[r] = st.rstd; }
 }
 
+// saved: out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
-                              int N, int C) {
+                              int N, int C, bool saved = false) {
     const void* rows[] = {out, inp, w, b};
-    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>;
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
-    cudaCheckLaunch();
-}
-
-// out = LN(inp) again from the saved mean and rstd (-r 2: pre mode's block input in the backward)
-static void layernorm_recompute(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                const floatX* b, int N, int C) {
-    const void* rows[] = {out, inp, w, b};
-    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>;
+    bool vec = row_width(C, rows, 4) == VEC_X;
+    auto kernel = saved ? (vec ? layernorm_forward_kernel<VEC_X, true> : layernorm_forward_kernel<1, true>)
+                        : (vec ? layernorm_forward_kernel<VEC_X> : layernorm_forward_kernel<1>);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -582,17 +376,29 @@ static int column_splits(int N) {
     return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
 }
 
-// stage 1's output: (COLUMN_MAX_SPLITS, C) floats, for C up to column_partials_cols; it grows,
-// never shrinks (one process may allocate several models)
-static float* column_partials = NULL;
-static size_t column_partials_cols = 0;
+// Device scratch for partial sums: `rows` floats per column, for up to `cols` columns. It grows,
+// never shrinks (one process may allocate several models); cuda_teardown frees it.
+typedef struct {
+    float* p;
+    size_t rows, cols;
+    const char* what;
+} Partials;
 
-static void column_partials_reserve(size_t cols) {
-    if (cols <= column_partials_cols) { return; }
-    if (column_partials) { cudaCheck(cudaFree(column_partials)); }
-    column_partials = (float*)cuda_malloc_check(COLUMN_MAX_SPLITS * cols * sizeof(float), "column-sum partials");
-    column_partials_cols = cols;
+static void partials_reserve(Partials* b, size_t cols) {
+    if (cols <= b->cols) { return; }
+    cudaCheck(cudaFree(b->p));
+    b->p = (float*)cuda_malloc_check(b->rows * cols * sizeof(float), b->what);
+    b->cols = cols;
 }
+
+static void partials_free(Partials* b) {
+    cudaCheck(cudaFree(b->p));
+    b->p = NULL;
+    b->cols = 0;
+}
+
+// stage 1's output: (COLUMN_MAX_SPLITS, C) floats
+static Partials column_partials = {NULL, COLUMN_MAX_SPLITS, 0, "column-sum partials"};
 
 // the sum of in over the rows [r_begin, r_end) for the column c = blockIdx.x * 32 + threadIdx.x;
 // returns 1 where *total holds it (threadIdx.y == 0, c < C), 0 elsewhere
@@ -647,11 +453,11 @@ __global__ void column_finish_kernel(float* out, int C, const float* partials, i
 // out += the column sums of in (N, C), in two stages
 template <typename Td>
 static void column_grads(float* out, const Td* in, int N, int C) {
-    if ((size_t)C > column_partials_cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials_cols); }
+    if ((size_t)C > column_partials.cols) { fatal("column_grads: %d columns, partials allocated for %zu", C, column_partials.cols); }
     int splits = column_splits(N);
-    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), splits), dim3(COLUMN_TILE, COLUMN_TILE)>>>(in, N, C, column_partials, splits);
+    column_grads_kernel<Td><<<dim3(ceil_div(C, COLUMN_TILE), splits), dim3(COLUMN_TILE, COLUMN_TILE)>>>(in, N, C, column_partials.p, splits);
     cudaCheckLaunch();
-    column_finish_kernel<<<ceil_div(C, 256), 256>>>(out, C, column_partials, splits);
+    column_finish_kernel<<<ceil_div(C, 256), 256>>>(out, C, column_partials.p, splits);
     cudaCheckLaunch();
 }
 
@@ -676,17 +482,8 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
 static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
 
-// the blocks' partial sums: (n, blocks, C) floats, for n * C up to ln_partials_cols; it grows like
-// column_partials
-static float* ln_partials = NULL;
-static size_t ln_partials_cols = 0;
-
-static void ln_partials_reserve(size_t cols) {
-    if (cols <= ln_partials_cols) { return; }
-    if (ln_partials) { cudaCheck(cudaFree(ln_partials)); }
-    ln_partials = (float*)cuda_malloc_check(LN_GRAD_BLOCKS * cols * sizeof(float), "LayerNorm gradient partials");
-    ln_partials_cols = cols;
-}
+// the blocks' partial sums: (n, blocks, C) floats, n * C "columns" of up to LN_GRAD_BLOCKS rows
+static Partials ln_partials = {NULL, LN_GRAD_BLOCKS, 0, "LayerNorm gradient partials"};
 
 // The rounds of one block: per_row(row, slot) by one warp per row (slot: its warp, the row's place
 // in the round), then, once every warp is done, per_column(base, rows) by the whole block for the
@@ -748,7 +545,7 @@ typedef struct {
 
 static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int C, const char* what) {
     LnBackwardLaunch l = {ln_grad_blocks(N), ln_block_rows(N), (size_t)n * C * sizeof(float)};
-    if ((size_t)n * C > ln_partials_cols) { fatal("%s: %d x %d partial columns, allocated for %zu", what, n, C, ln_partials_cols); }
+    if ((size_t)n * C > ln_partials.cols) { fatal("%s: %d x %d partial columns, allocated for %zu", what, n, C, ln_partials.cols); }
     if (l.smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, l.smem);
     }
@@ -760,7 +557,7 @@ static LnBackwardLaunch ln_backward_launch(const void* kernel, int n, int N, int
 static void ln_grads_finish(float* const* grads, int n, int N, int C) {
     int blocks = ln_grad_blocks(N);
     ColumnJobs<float> jobs = {};
-    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], ln_partials + (size_t)q * blocks * C}; }
+    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], ln_partials.p + (size_t)q * blocks * C}; }
     column_sums(jobs, n, blocks, C);
 }
 
@@ -821,7 +618,7 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
     const void* rows[] = {dinp, dinp_x, dout, inp, w};
     auto kernel = row_width(C, rows, 5) == VEC_X ? layernorm_backward_kernel<VEC_X> : layernorm_backward_kernel<1>;
     LnBackwardLaunch l = ln_backward_launch((const void*)kernel, 2, N, C, "layernorm_backward");
-    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dinp, dinp_x, ln_partials, dout, inp, w, mean, rstd, N, C, l.block_rows,
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dinp, dinp_x, ln_partials.p, dout, inp, w, mean, rstd, N, C, l.block_rows,
                                                  accumulate);
     cudaCheckLaunch();
     float* grads[] = {dw, db};
@@ -938,25 +735,18 @@ static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms
     return row_width(C, rows, n) == VEC_X ? row_width(C, norms, 6) : 1;
 }
 
+// saved: the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
+// statistics the forward pass saved in st (a_out NULL: the backward never reads a). The same row
+// code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel (this
+// one's or the update's) made them; at either width (the width orders only the sums of the
+// statistics, which are not taken here).
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
-                                  const floatX* y, SiameseNorms p, int N, int C) {
+                                  const floatX* y, SiameseNorms p, int N, int C, bool saved = false) {
     const void* rows[] = {a_out, r_out, u_out, x, y};
-    auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>;
+    bool vec = siamese_row_width(C, rows, 5, p) == VEC_X;
+    auto kernel = saved ? (vec ? siamese_input_forward_kernel<VEC_X, true> : siamese_input_forward_kernel<1, true>)
+                        : (vec ? siamese_input_forward_kernel<VEC_X> : siamese_input_forward_kernel<1>);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
-    cudaCheckLaunch();
-}
-
-// the backward's recompute (-r 2): r and u of an input side again, from its x and y and the
-// statistics the forward pass saved in st (a is not needed by the backward: not written). The same
-// row code as the forward pass (siamese_input_row), so the same floats, whichever forward kernel
-// (this one's or the update's) made them; at either width (the width orders only the sums of
-// the statistics, which are not taken here).
-static void siamese_input_recompute(floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x, const floatX* y,
-                                    SiameseNorms p, int N, int C) {
-    const void* rows[] = {r_out, u_out, x, y};
-    auto kernel = siamese_row_width(C, rows, 4, p) == VEC_X ? siamese_input_forward_kernel<VEC_X, true>
-                                                            : siamese_input_forward_kernel<1, true>;
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(nullptr, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
 
@@ -1119,7 +909,7 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     const void* rows[] = {dx, dy, dz_prev, du, x, y, r};
     auto kernel = siamese_row_width(C, rows, 7, p) == VEC_X ? siamese_input_backward_kernel<VEC_X> : siamese_input_backward_kernel<1>;
     LnBackwardLaunch l = ln_backward_launch((const void*)kernel, SIAMESE_SUMS, N, C, "siamese_input_backward");
-    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dx, dy, dz_prev, c_prev, streams_in, ln_partials, du, p, st, x, y, r, N, C,
+    kernel<<<l.blocks, ROW_WARPS * 32, l.smem>>>(dx, dy, dz_prev, c_prev, streams_in, ln_partials.p, du, p, st, x, y, r, N, C,
                                                  l.block_rows);
     cudaCheckLaunch();
     float* grads[SIAMESE_SUMS] = {g.xw, g.xb, g.yw, g.yb, g.w, g.b};
@@ -1156,178 +946,9 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 //             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
 //             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
 //
-// matmul_lt is the one call behind all of these. A shape's first call builds its descriptors and
-// asks the heuristic for up to LT_MAX_ALGOS algorithms, fastest first, and keeps both in a plan
-// (LtPlan): a step makes each shape's call dozens of times, and building descriptors and asking
-// the heuristic costs more than a small matmul. It runs the first algorithm that does not fail at
-// run time and remembers it, so later calls run that one at once: the same arithmetic at every
-// step. Where none runs, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the caller
-// runs the GELU kernels) and stops the trainer otherwise.
-
-static cublasLtHandle_t lt_handle;
-static void* lt_workspace = NULL;
-static const size_t LT_WORKSPACE_BYTES = 32u << 20;
-#define LT_MAX_ALGOS 8
-#define LT_MAX_PLANS 64
-
-typedef struct {
-    int m, n, k;
-    int transa, transb;
-    const floatX* A;
-    int lda;
-    const floatX* B;
-    int ldb;
-    void* D;                // also C (beta accumulates into D)
-    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
-    int ldd;
-    float alpha, beta;
-    cublasLtEpilogue_t epilogue;
-    const void* bias;  // EPILOGUE_BIAS
-    void* aux;         // DGELU (read): the GELU pre-activation
-    int ld_aux;
-} MatmulSpec;
-
-// D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
-static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
-                              int ldb, void* D, int ldd) {
-    // fields in declaration order: alpha 1, beta 0, no epilogue
-    MatmulSpec spec = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                       NULL, NULL, 0};
-    return spec;
-}
-
-// A plan's key is everything its descriptors and the heuristic depend on but the pointers, of
-// which it holds the alignments (the heuristic assumes 256 bytes otherwise). The bias and aux
-// pointers are set on the descriptor at each call.
-typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
-    cudaDataType_t d_type;
-    cublasLtEpilogue_t epilogue;
-    uint32_t align_a, align_b, align_d;
-} LtKey;
-
-typedef struct {
-    LtKey key;
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulHeuristicResult_t algos[LT_MAX_ALGOS];
-    int found;              // algorithms the heuristic offered
-    cublasStatus_t status;  // the heuristic query's
-    int next;               // the first to try: the one that ran last time (found: none runs)
-} LtPlan;
-
-static LtPlan lt_plans[LT_MAX_PLANS];
-static int lt_num_plans = 0;
-
-// the largest power of two (at most 256) that divides the address
-static uint32_t lt_alignment(const void* p) {
-    uint64_t v = (uint64_t)(uintptr_t)p | 256u;
-    return (uint32_t)(v & (~v + 1));
-}
-
-static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
-}
-
-// the per-call pointers of the epilogue
-static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
-    if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &spec->bias, sizeof(spec->bias)); }
-    if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &spec->aux, sizeof(spec->aux)); }
-}
-
-static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
-    p->key = *key;
-    // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
-    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
-    if (key->ld_aux) {
-        int64_t ld_aux = key->ld_aux;
-        lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
-    }
-    lt_set_pointers(p->desc, spec);
-    // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
-                                           key->transa ? key->m : key->k, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
-                                           key->transb ? key->k : key->n, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = LT_WORKSPACE_BYTES;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t aligns[4] = {key->align_a, key->align_b, key->align_d, key->align_d};
-    for (int i = 0; i < 4; i++) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
-    }
-    p->found = 0;
-    p->status = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
-                                               p->algos, &p->found);
-    if (p->status != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
-    p->next = 0;
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-}
-
-static void lt_plan_destroy(LtPlan* p) {
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
-    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
-}
-
-static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
-    LtKey key;
-    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
-    key.m = spec->m, key.n = spec->n, key.k = spec->k, key.transa = spec->transa, key.transb = spec->transb;
-    key.lda = spec->lda, key.ldb = spec->ldb, key.ldd = spec->ldd, key.ld_aux = spec->aux ? spec->ld_aux : 0;
-    key.d_type = spec->d_type, key.epilogue = spec->epilogue;
-    key.align_a = lt_alignment(spec->A), key.align_b = lt_alignment(spec->B), key.align_d = lt_alignment(spec->D);
-    LtPlan* p = NULL;
-    for (int i = 0; i < lt_num_plans && p == NULL; i++) {
-        if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
-    }
-    LtPlan transient;  // with the table full, a plan for this call only
-    if (p == NULL) {
-        p = lt_num_plans < LT_MAX_PLANS ? &lt_plans[lt_num_plans++] : &transient;
-        lt_plan_build(p, &key, spec);
-    } else {
-        lt_set_pointers(p->desc, spec);
-    }
-    // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
-    // and computes nothing) gives way to the next, and is not tried again
-    int failed = 0;
-    cublasStatus_t failure = p->status;  // the heuristic query's, then the last failed algorithm's
-    for (; p->next < p->found; p->next++) {
-        const cublasLtMatmulHeuristicResult_t* r = &p->algos[p->next];
-        if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
-                                           spec->D, p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        if (st == CUBLAS_STATUS_SUCCESS) { break; }
-        failure = st;
-        failed++;
-        (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
-    }
-    int ran = p->next < p->found;
-    if (p == &transient) { lt_plan_destroy(p); }
-    if (!ran && !allow_missing) {
-        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", spec->m, spec->n, spec->k,
-              (int)spec->epilogue, failure != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(failure) : "no algorithm offered");
-    }
-    static int noted = 0;  // said once per process: it repeats at every step
-    if (failed > 0 && !noted) {
-        noted = 1;
-        printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n", failed,
-               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(failure),
-               ran ? "another algorithm ran instead" : "the GELU kernels run instead");
-    }
-    if (ran) { cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__); }
-    return ran;
-}
+// Each becomes a MatmulSpec for matmul_lt (matmul_lt.cuh), which runs it through a cuBLASLt
+// plan kept per shape.
+#include "matmul_lt.cuh"
 
 // ----------------------------------------------------------------------------
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
@@ -1686,37 +1307,45 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
 // and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
 // also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
-// (siamese_input_recompute, layernorm_recompute, residual_forward), and lnx two (the forward's
-// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// (siamese_input_forward, layernorm_forward with `saved`; residual_forward), and lnx two (the
+// forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// One list of the tensors: X(type, name, elements, what it holds), the elements in terms of the
+// sizes point_activations defines. Where a mode has no use for a tensor, a factor S (two streams),
+// R (r stored) or U (u stored) of 0 leaves it empty (common/params.h, NORM_MODE_LAYOUTS).
+#define ACTIVATION_TENSORS(X) \
+    X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
+    X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
+    X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
+    X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
+    X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
+    X(float, ln_mean, 2 * L * BT)               /* statistics of the sublayer's main LN (ln1 / ln2) */ \
+    X(float, ln_rstd, 2 * L * BT) \
+    X(float, lnx_mean, S * 2 * L * BT)          /* siamese: statistics of LN(x) */ \
+    X(float, lnx_rstd, S * 2 * L * BT) \
+    X(float, lny_mean, S * 2 * L * BT)          /* siamese: statistics of LN(y) */ \
+    X(float, lny_rstd, S * 2 * L * BT) \
+    X(floatX, qkv, L * BT * 3 * C) \
+    X(float, att_lse, L * B * NH * T)           /* each attention row's log-sum-exp, all its backward needs */ \
+    X(floatX, atty, L * BT * C)                 /* attention output before its projection */ \
+    X(floatX, fch, L * BT * 4 * C)              /* MLP hidden pre-activation */ \
+    X(floatX, fch_gelu, gelu_layers * BT * 4 * C) /* GELU(fch) */ \
+    X(floatX, blockout, 2 * L * BT * C)         /* z, the block output */ \
+    X(floatX, lnfsum, S * BT * C)               /* siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy) */ \
+    X(float, lnfx_mean, S * BT)                 /* siamese: statistics of the final LN(x) */ \
+    X(float, lnfx_rstd, S * BT) \
+    X(float, lnfy_mean, S * BT)                 /* siamese: statistics of the final LN(y) */ \
+    X(float, lnfy_rstd, S * BT) \
+    X(floatX, lnf, BT * C)                      /* h, the final LN output */ \
+    X(float, lnf_mean, BT) \
+    X(float, lnf_rstd, BT) \
+    X(floatX, logits, BT * Vp)                  /* overwritten by dL/dlogits in a forward pass with targets */ \
+    X(float, losses, BT)
+
+#define DECLARE_TENSOR(T, name, n) T* name;
+#define CARVE_TENSOR(T, name, n) t->name = next_tensor<T>(memory, &used, n);
+
 typedef struct {
-    floatX* resx;      // (2L+1, B, T, C) stream X at each sublayer boundary; resx[0] is the embedding
-    floatX* resy;      // (2L+1, B, T, C) siamese: stream Y
-    floatX* lnx;       // (2L, B, T, C)   siamese: a = LN(x), the base of the X update (-r 2: two, k % 2)
-    floatX* lnsum;     // (2L, B, T, C)   r, what the sublayer's main LN normalises: siamese a + LN(y), post x + z
-                       //                 (-r 2: one sublayer)
-    floatX* blockin;   // (2L, B, T, C)   the block input u: pre LN(x), siamese LN(r); post reads x (-r 2: one)
-    float* ln_mean;    // (2L, B, T)      statistics of the sublayer's main LN (ln1 / ln2)
-    float* ln_rstd;    // (2L, B, T)
-    float* lnx_mean;   // (2L, B, T)      siamese: statistics of LN(x)
-    float* lnx_rstd;   // (2L, B, T)
-    float* lny_mean;   // (2L, B, T)      siamese: statistics of LN(y)
-    float* lny_rstd;   // (2L, B, T)
-    floatX* qkv;       // (L, B, T, 3C)
-    float* att_lse;    // (L, B, NH, T)   each attention row's log-sum-exp, all its backward needs
-    floatX* atty;      // (L, B, T, C)    attention output before its projection
-    floatX* fch;       // (L, B, T, 4C)   MLP hidden pre-activation
-    floatX* fch_gelu;  // (L, B, T, 4C)   GELU(fch) (-r 1 and 2: one layer)
-    floatX* blockout;  // (2L, B, T, C)   z, the block output
-    floatX* lnfsum;    // (B, T, C)       siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy)
-    float* lnfx_mean;  // (B, T)          siamese: statistics of the final LN(x)
-    float* lnfx_rstd;  // (B, T)
-    float* lnfy_mean;  // (B, T)          siamese: statistics of the final LN(y)
-    float* lnfy_rstd;  // (B, T)
-    floatX* lnf;       // (B, T, C)       h, the final LN output
-    float* lnf_mean;   // (B, T)
-    float* lnf_rstd;   // (B, T)
-    floatX* logits;    // (B, T, Vp)      overwritten by dL/dlogits in a forward pass with targets
-    float* losses;     // (B, T)
+    ACTIVATION_TENSORS(DECLARE_TENSOR)
 } ActivationTensors;
 
 // points every activation tensor into `memory` (NULL: only counts); returns the bytes they take
@@ -1725,72 +1354,40 @@ static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Co
                                 int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    // the mode-dependent tensors exist or are empty (common/params.h, NORM_MODE_LAYOUTS): S, U, R are 0 or 1
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
     size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
     size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
-    size_t n = 0;
-    t->resx = next_tensor<floatX>(memory, &n, (2 * L + 1) * BT * C);
-    t->resy = next_tensor<floatX>(memory, &n, S * (2 * L + 1) * BT * C);
-    t->lnx = next_tensor<floatX>(memory, &n, S * a_sublayers * BT * C);
-    t->lnsum = next_tensor<floatX>(memory, &n, R * ln_sublayers * BT * C);
-    t->blockin = next_tensor<floatX>(memory, &n, U * ln_sublayers * BT * C);
-    t->ln_mean = next_tensor<float>(memory, &n, 2 * L * BT);
-    t->ln_rstd = next_tensor<float>(memory, &n, 2 * L * BT);
-    t->lnx_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lnx_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lny_mean = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->lny_rstd = next_tensor<float>(memory, &n, S * 2 * L * BT);
-    t->qkv = next_tensor<floatX>(memory, &n, L * BT * 3 * C);
-    t->att_lse = next_tensor<float>(memory, &n, L * B * NH * T);
-    t->atty = next_tensor<floatX>(memory, &n, L * BT * C);
-    t->fch = next_tensor<floatX>(memory, &n, L * BT * 4 * C);
-    t->fch_gelu = next_tensor<floatX>(memory, &n, gelu_layers * BT * 4 * C);
-    t->blockout = next_tensor<floatX>(memory, &n, 2 * L * BT * C);
-    t->lnfsum = next_tensor<floatX>(memory, &n, S * BT * C);
-    t->lnfx_mean = next_tensor<float>(memory, &n, S * BT);
-    t->lnfx_rstd = next_tensor<float>(memory, &n, S * BT);
-    t->lnfy_mean = next_tensor<float>(memory, &n, S * BT);
-    t->lnfy_rstd = next_tensor<float>(memory, &n, S * BT);
-    t->lnf = next_tensor<floatX>(memory, &n, BT * C);
-    t->lnf_mean = next_tensor<float>(memory, &n, BT);
-    t->lnf_rstd = next_tensor<float>(memory, &n, BT);
-    t->logits = next_tensor<floatX>(memory, &n, BT * Vp);
-    t->losses = next_tensor<float>(memory, &n, BT);
-    return n;
+    size_t used = 0;
+    ACTIVATION_TENSORS(CARVE_TENSOR)
+    return used;
 }
 
 // scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
 // gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
+#define SCRATCH_TENSORS(X) \
+    X(float, dx, BT * C)        /* dL/d(stream X) at the current sublayer boundary */ \
+    X(float, dy, S * BT * C)    /* siamese: dL/d(stream Y) */ \
+    X(floatX, dz, BT * C)       /* dL/dz, the block output gradient */ \
+    X(float, du, BT * C)        /* dL/du, the block input gradient (dL/dh at the top) */ \
+    X(floatX, datty, BT * C) \
+    X(floatX, dqkv, BT * 3 * C) \
+    X(floatX, dfch, BT * 4 * C) /* dL/d(MLP pre-activation) */ \
+    X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
+    X(float, att_dq, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))) /* attention: the fp32 dQ splits */
+
 typedef struct {
-    float* dx;       // (B, T, C)   dL/d(stream X) at the current sublayer boundary
-    float* dy;       // (B, T, C)   siamese: dL/d(stream Y)
-    floatX* dz;      // (B, T, C)   dL/dz, the block output gradient
-    float* du;       // (B, T, C)   dL/du, the block input gradient (dL/dh at the top)
-    floatX* datty;   // (B, T, C)
-    floatX* dqkv;    // (B, T, 3C)
-    floatX* dfch;    // (B, T, 4C)  dL/d(MLP pre-activation)
-    float* att_dot;  // (B, NH, T)  attention: sum_c dO O per row
-    float* att_dq;   // attention: the fp32 dQ splits (attention.cuh, flash_dq_acc_floats_upto)
+    SCRATCH_TENSORS(DECLARE_TENSOR)
 } GradScratch;
 
 // points every scratch tensor into `memory` (NULL: only counts); returns the bytes they take
 static size_t point_scratch(GradScratch* t, char* memory, const GPT2Config* cfg, int B, int T) {
     size_t C = cfg->channels, NH = cfg->num_heads, BT = (size_t)B * T;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;
-    size_t n = 0;
-    t->dx = next_tensor<float>(memory, &n, BT * C);
-    t->dy = next_tensor<float>(memory, &n, S * BT * C);
-    t->dz = next_tensor<floatX>(memory, &n, BT * C);
-    t->du = next_tensor<float>(memory, &n, BT * C);
-    t->datty = next_tensor<floatX>(memory, &n, BT * C);
-    t->dqkv = next_tensor<floatX>(memory, &n, BT * 3 * C);
-    t->dfch = next_tensor<floatX>(memory, &n, BT * 4 * C);
-    t->att_dot = next_tensor<float>(memory, &n, B * NH * T);
-    t->att_dq = next_tensor<float>(memory, &n, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH)));
-    return n;
+    size_t used = 0;
+    SCRATCH_TENSORS(CARVE_TENSOR)
+    return used;
 }
 
 typedef struct {
@@ -1933,11 +1530,10 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
-    if (lt_workspace == NULL) { lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace"); }
     // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
     // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
-    column_partials_reserve(4 * C);
-    ln_partials_reserve((norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
+    partials_reserve(&column_partials, 4 * C);
+    partials_reserve(&ln_partials, (norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
 }
 
 static void gpt2_free(GPT2* m) {
@@ -2218,7 +1814,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-                if (rebuild) { layernorm_recompute(u, mean, rstd, x, lnw, lnb, BT, C); }
+                if (rebuild) { layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C, true); }
                 cast_to_x(sc->dz, sc->dx, N);
                 block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 layernorm_backward(sc->dx, NULL, dlnw, dlnb, sc->du, x, lnw, mean, rstd, BT, C, 1);
@@ -2235,7 +1831,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
                 floatX* y = acts->resy + k * N;
                 SiameseStats st = sublayer_stats(acts, k, BT);
-                if (rebuild) { siamese_input_recompute(r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C); }
+                if (rebuild) { siamese_input_forward(NULL, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C, true); }
                 block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
                 siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,
                                        sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
@@ -2287,22 +1883,14 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     }
 }
 
-// cuBLASLt: one handle for the process; cuda_teardown releases it with the workspace, the plans
-// and the partial sums' scratch (gpt2_allocate allocates those)
-static void cuda_setup(void) { cublasCheck(cublasLtCreate(&lt_handle)); }
+// cuBLASLt's handle and workspace, once per process; cuda_teardown releases them with the plans
+// and the partial sums' scratch (gpt2_allocate allocates that)
+static void cuda_setup(void) { lt_setup(); }
 
 static void cuda_teardown(void) {
-    cudaCheck(cudaFree(lt_workspace));  // cudaFree(NULL) does nothing
-    lt_workspace = NULL;
-    cudaCheck(cudaFree(column_partials));
-    column_partials = NULL;
-    column_partials_cols = 0;
-    cudaCheck(cudaFree(ln_partials));
-    ln_partials = NULL;
-    ln_partials_cols = 0;
-    for (int i = 0; i < lt_num_plans; i++) { lt_plan_destroy(&lt_plans[i]); }
-    lt_num_plans = 0;
-    cublasCheck(cublasLtDestroy(lt_handle));
+    partials_free(&column_partials);
+    partials_free(&ln_partials);
+    lt_teardown();
 }
 
 #ifndef TESTING
@@ -2350,12 +1938,9 @@ static const float* gpu_logits_row(void* self, size_t row) {
     GPT2* m = (GPT2*)self;
     if (m->has_targets) { fatal("logits_row: the last forward pass had targets; its logits hold dL/dlogits"); }
     size_t Vp = m->config.padded_vocab_size;
-    if (!host_copy.row) {
-        host_copy.row_x = (floatX*)malloc_check(Vp * sizeof(floatX), "logits row (host)");
-        host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)");
-    }
-    cudaCheck(cudaMemcpy(host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost));
-    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)host_copy.row_x[j]; }
+    const floatX* row_x = (const floatX*)download_into((void**)&host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
+    if (!host_copy.row) { host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)"); }
+    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)row_x[j]; }
     return host_copy.row;
 }
 // the losses of every position, which the forward pass with targets copied to the host
@@ -2373,15 +1958,9 @@ static const float* gpu_weights(void* self) {
 }
 static void gpu_moments(void* self, const float** mm, const float** vv) {
     GPT2* m = (GPT2*)self;
-    size_t held = m->opt_hi - m->opt_lo;
-    if (!host_copy.m) {
-        host_copy.m = (float*)malloc_check(held * sizeof(float), "AdamW m (host)");
-        host_copy.v = (float*)malloc_check(held * sizeof(float), "AdamW v (host)");
-    }
-    cudaCheck(cudaMemcpy(host_copy.m, m->m_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(host_copy.v, m->v_memory, held * sizeof(float), cudaMemcpyDeviceToHost));
-    *mm = host_copy.m;
-    *vv = host_copy.v;
+    size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
+    *mm = (const float*)download_into((void**)&host_copy.m, m->m_memory, bytes);
+    *vv = (const float*)download_into((void**)&host_copy.v, m->v_memory, bytes);
 }
 static void gpu_load_moments(void* self, const float* mm, const float* vv) {
     GPT2* m = (GPT2*)self;
@@ -2395,8 +1974,7 @@ static void* gpu_working_weights(void* self, size_t* elem_bytes) {
     *elem_bytes = sizeof(floatX);
     return ((GPT2*)self)->params_x_memory;
 }
-static void gpu_sync(void* self) {
-    (void)self;
+static void gpu_sync(void*) {
     cudaCheck(cudaDeviceSynchronize());
     if (step_range_open) { nvtxRangePop(); step_range_open = 0; }
 }
@@ -2420,16 +1998,7 @@ int main(int argc, char** argv) {
     if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
-    if (!cuda_device_usable(device, sizeof(device))) { fatal("%s", device); }
-    // one GPU per rank (common/dist.h); ranks can share one only without NCCL (sums through the host)
-    int gpus = 0;
-    cudaCheck(cudaGetDeviceCount(&gpus));
-#ifdef USE_NCCL
-    if (run.dist.local_rank >= gpus) {
-        fatal("%d ranks on this machine need a GPU each; it has %d", run.dist.local_rank + 1, gpus);
-    }
-#endif
-    cudaCheck(cudaSetDevice(run.dist.local_rank % gpus));
+    cuda_select_device(run.dist.local_rank, device, sizeof(device));
     cuda_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)

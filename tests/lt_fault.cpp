@@ -11,7 +11,7 @@ the functions below stand in front of the layer's own:
 
 Either way test_gpt2cu must pass every check, and train_gpt2.cu says once what happened
 (tests/test_lt_fault.sh checks both). At exit it prints how many heuristic queries and matmul
-calls the run made: with train_gpt2.cu's plan per shape, a shape's query is made once, however
+calls the run made: with matmul_lt.cuh's plan per shape, a shape's query is made once, however
 often the shape runs.
 */
 #include <cublasLt.h>

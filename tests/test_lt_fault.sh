@@ -8,7 +8,7 @@
 #                   second must run.
 # Each must pass every check of test_gpt2cu and print its one note, which names the status in
 # words (cublasGetStatusString); and each matmul shape must ask
-# the heuristic once (the plan cache of train_gpt2.cu): fewer queries than half the calls.
+# the heuristic once (the plan cache of matmul_lt.cuh): fewer queries than half the calls.
 # (make test-lt-fault)
 set -u
 cd "$(dirname "$0")/.."

@@ -28,8 +28,9 @@ waits for a GPU.
 
 typedef __nv_bfloat16 bf16;
 
-// The helpers the trainer defines under the same names (train_gpt2.cu, Part 0) come from the
-// trainer itself in the programs that include it (trainer.h, which defines DEV_CUDA_TRAINER).
+// The helpers the trainer defines under the same names (train_gpt2.cu, Part 0, and
+// cuda_common.cuh) come from the trainer itself in the programs that include it (trainer.h,
+// which defines DEV_CUDA_TRAINER).
 #ifndef DEV_CUDA_TRAINER
 
 // ----------------------------------------------------------------------------

@@ -26,8 +26,8 @@ program checks the shape first, so the version it names is the one that runs.
 // column sums' (column_grads) and the LayerNorm backwards' block sums (ln_partials, up to the six
 // of a SiameseNorm input side)
 static inline void trainer_partials(int C) {
-    column_partials_reserve(C);
-    ln_partials_reserve((size_t)SIAMESE_SUMS * C);
+    partials_reserve(&column_partials, C);
+    partials_reserve(&ln_partials, (size_t)SIAMESE_SUMS * C);
 }
 
 #endif  // DEV_CUDA_TRAINER_H
