@@ -52,7 +52,7 @@ peak_tflops_for() {
 # goal_line LABEL VALUE OP TARGET: "label: 1.234 (goal >= 1.3): met|NOT met|n/a"
 goal_line() {
     local label=$1 value=$2 op=$3 target=$4 verdict=n/a
-    if [[ $value != n/a && $value != nan ]]; then
+    if [[ $value != n/a && $value != *nan* && $value != *inf* ]]; then
         verdict=$(awk -v v="$value" -v t="$target" -v op="$op" 'BEGIN {
             ok = (op == ">=") ? (v >= t) : (v <= t); print ok ? "met" : "NOT met" }')
     fi
@@ -70,6 +70,9 @@ poll_start() {
     nvidia-smi --query-gpu=$POLL_QUERY --format=csv,noheader,nounits -lms 100 >"$WORK/poll" 2>/dev/null &
     POLL_PID=$!
 }
+# the EXIT trap: under set -e a failing command in it would make the script's exit status 1 after
+# runs that went well (a poller already stopped), so nothing in it may fail
+cleanup() { if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null || true; fi; rm -rf "$WORK"; }
 poll_stop() {  # prints the peak memory.used minus BASE (MiB), or n/a
     local base=$1
     if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null; wait "$POLL_PID" 2>/dev/null || true; POLL_PID=""; fi
@@ -136,6 +139,9 @@ self_test() {
     check "mfu (llm.c)" "$(calc '100*(6*n+6*l*c*t)*s/(p*1e12)' n=124534272 l=12 c=768 t=1024 s=50000 p=989)" 4.064
     check "goal met" "$(goal_line x 1.31 '>=' 1.3)" "  x: 1.31 (goal >= 1.3): met"
     check "goal not met" "$(goal_line x 1.06 '<=' 1.05)" "  x: 1.06 (goal <= 1.05): NOT met"
+    check "exit status after the trap, with a poller already gone" \
+        "$(bash -c "set -e; WORK=\$(mktemp -d); POLL_PID=4194303; $(declare -f cleanup); trap cleanup EXIT; true"; echo $?)" 0
+    check "goal of 0/0" "$(goal_line x "$(calc 'a/b' a=0 b=0)" '<=' 1.10)" "  x: $(calc 'a/b' a=0 b=0) (goal <= 1.10): n/a"
     local tmp; tmp=$(mktemp)
     echo "error: out of GPU memory allocating 12288.0 MiB for activations" >"$tmp"
     check "oom (ours, allocation)" "$(is_oom "$tmp" && echo yes)" yes
@@ -217,7 +223,6 @@ LOGS=$OUTDIR/logs
 mkdir -p "$LOGS"
 WORK=$(mktemp -d /tmp/bench_gpu_work.XXXXXX)
 POLL_PID=""
-cleanup() { [[ -n $POLL_PID ]] && kill "$POLL_PID" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 build_trainer "$TRAINER"
@@ -236,6 +241,7 @@ run_one() {
     RC=${PIPESTATUS[0]}
     set -e
     MEM=$(poll_stop "$base")
+    POLL_PID=""  # stopped by poll_stop, in the subshell of $( ), which cannot clear it here
     GPU_STATE=$(poll_medians "$WORK/poll" "$WORK/stamps" "$WARMUP")
     cp "$WORK/poll" "$LOGS/${name}_b$b.poll.csv"
     LOG=$log
