@@ -25,7 +25,7 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 copy_tree() {  # a fresh copy of what the trainers include
     rm -rf "$work/src"
     mkdir -p "$work/src"
-    cp -r common train_gpt2.c train_gpt2.cu attention.cuh test_gpt2.c test_gpt2.cu "$work/src/"
+    cp -r common train_gpt2.c train_gpt2.cu ./*.cuh test_gpt2.c test_gpt2.cu "$work/src/"
 }
 add_enum_value() {
     sed -i -e 's/NORM_SIAMESE = 2 } NormMode;/NORM_SIAMESE = 2, NORM_PLANTED = 3 } NormMode;/' \
