@@ -608,39 +608,11 @@ static void crossentropy_backward(float* logits, const float* lse, const int* ta
 // Part 2: the model
 // ============================================================================
 
-// the parameters, in checkpoint order (common/params.h: PARAM_NAMES, fill_param_sizes). Per-layer
-// tensors are stacked over the L layers; matrices are (out, in). The siamese-only tensors (lnx*,
-// lny*, lnfx*, lnfy*) are empty in pre and post mode.
-typedef struct {
-    float* wte;       // (Vp, C)      token embedding, and the tied output layer
-    float* wpe;       // (maxT, C)    position embedding
-    float* lnx1w;     // (L, C)       siamese: LN of stream X before attention (weight, bias)
-    float* lnx1b;     // (L, C)
-    float* lny1w;     // (L, C)       siamese: LN of stream Y before attention
-    float* lny1b;     // (L, C)
-    float* ln1w;      // (L, C)       the attention sublayer's main LN (pre: before, post: after the add,
-    float* ln1b;      // (L, C)       siamese: the block input)
-    float* qkvw;      // (L, 3C, C)   attention input projection
-    float* qkvb;      // (L, 3C)
-    float* attprojw;  // (L, C, C)    attention output projection
-    float* attprojb;  // (L, C)
-    float* lnx2w;     // (L, C)       the same three LNs for the MLP sublayer
-    float* lnx2b;     // (L, C)
-    float* lny2w;     // (L, C)
-    float* lny2b;     // (L, C)
-    float* ln2w;      // (L, C)
-    float* ln2b;      // (L, C)
-    float* fcw;       // (L, 4C, C)   MLP up-projection
-    float* fcb;       // (L, 4C)
-    float* fcprojw;   // (L, C, 4C)   MLP down-projection
-    float* fcprojb;   // (L, C)
-    float* lnfxw;     // (C)          siamese: final LN of X
-    float* lnfxb;     // (C)
-    float* lnfyw;     // (C)          siamese: final LN of Y
-    float* lnfyb;     // (C)
-    float* lnfw;      // (C)          the final LN (after the merge in siamese mode)
-    float* lnfb;      // (C)
-} ParameterTensors;
+// the parameters, in checkpoint order: a pointer per tensor, named and shaped in common/params.h's
+// PARAMETER_TENSORS (wte, wpe, then per layer the attention and MLP sublayers' LayerNorms and
+// matrices, then the final LayerNorms); their sizes come from fill_param_sizes.
+#define PARAM_FIELD(index, name) float* name;
+typedef struct { PARAMETER_TENSORS(PARAM_FIELD) } ParameterTensors;
 _Static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(float*), "one pointer per tensor");
 
 static void point_parameters(ParameterTensors* p, float* memory, const size_t sizes[NUM_PARAMETER_TENSORS]) {

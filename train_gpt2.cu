@@ -1244,42 +1244,13 @@ __global__ void adamw_kernel(float* param, floatX* param_x, const float* grad, f
 // Part 2: the model
 // ============================================================================
 
-// the parameters, in checkpoint order (common/params.h: PARAM_NAMES, fill_param_sizes), as in
-// train_gpt2.c. Per-layer tensors are stacked over the L layers; matrices are (out, in). The
-// siamese-only tensors (lnx*, lny*, lnfx*, lnfy*) are empty in pre and post mode.
+// the parameters, in checkpoint order: a pointer per tensor, named and shaped in common/params.h's
+// PARAMETER_TENSORS, as in train_gpt2.c; their sizes come from fill_param_sizes.
 // ParameterTensors (float) points into the fp32 master weights or the fp32 gradients,
 // ParameterTensorsX (floatX) into the working copy the kernels read.
+#define PARAM_FIELD(index, name) T* name;
 template <typename T>
-struct ParamPtrs {
-    T* wte;       // (Vp, C)      token embedding, and the tied output layer
-    T* wpe;       // (maxT, C)    position embedding
-    T* lnx1w;     // (L, C)       siamese: LN of stream X before attention (weight, bias)
-    T* lnx1b;     // (L, C)
-    T* lny1w;     // (L, C)       siamese: LN of stream Y before attention
-    T* lny1b;     // (L, C)
-    T* ln1w;      // (L, C)       the attention sublayer's main LN (pre: before, post: after the add,
-    T* ln1b;      // (L, C)       siamese: the block input)
-    T* qkvw;      // (L, 3C, C)   attention input projection
-    T* qkvb;      // (L, 3C)
-    T* attprojw;  // (L, C, C)    attention output projection
-    T* attprojb;  // (L, C)
-    T* lnx2w;     // (L, C)       the same three LNs for the MLP sublayer
-    T* lnx2b;     // (L, C)
-    T* lny2w;     // (L, C)
-    T* lny2b;     // (L, C)
-    T* ln2w;      // (L, C)
-    T* ln2b;      // (L, C)
-    T* fcw;       // (L, 4C, C)   MLP up-projection
-    T* fcb;       // (L, 4C)
-    T* fcprojw;   // (L, C, 4C)   MLP down-projection
-    T* fcprojb;   // (L, C)
-    T* lnfxw;     // (C)          siamese: final LN of X
-    T* lnfxb;     // (C)
-    T* lnfyw;     // (C)          siamese: final LN of Y
-    T* lnfyb;     // (C)
-    T* lnfw;      // (C)          the final LN (after the merge in siamese mode)
-    T* lnfb;      // (C)
-};
+struct ParamPtrs { PARAMETER_TENSORS(PARAM_FIELD) };
 typedef ParamPtrs<float> ParameterTensors;
 typedef ParamPtrs<floatX> ParameterTensorsX;
 static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(float*), "one pointer per tensor");

@@ -124,23 +124,47 @@ static inline float siamese_scale(int layer) { return sqrtf(2.0f * (float)(layer
 // ----------------------------------------------------------------------------
 // the parameter layout
 
-enum {
-    P_WTE, P_WPE,
-    P_LNX1W, P_LNX1B, P_LNY1W, P_LNY1B, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-    P_LNX2W, P_LNX2B, P_LNY2W, P_LNY2B, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB,
-    P_LNFXW, P_LNFXB, P_LNFYW, P_LNFYB, P_LNFW, P_LNFB,
-    NUM_PARAMETER_TENSORS
-};
+// The parameter tensors in checkpoint order, one row each: X(index, name), with its shape. Per-layer
+// tensors are stacked over the L layers; matrices are (out, in). The siamese-only tensors (lnx*,
+// lny*, lnfx*, lnfy*) are empty in pre and post mode. From this one list come the indices P_*, the
+// names, and the fields of each trainer's ParameterTensors (a pointer per tensor, in this order).
+#define PARAMETER_TENSORS(X) \
+    X(P_WTE, wte)           /* (Vp, C)      token embedding, and the tied output layer */ \
+    X(P_WPE, wpe)           /* (maxT, C)    position embedding */ \
+    X(P_LNX1W, lnx1w)       /* (L, C)       siamese: LN of stream X before attention (weight, bias) */ \
+    X(P_LNX1B, lnx1b)       /* (L, C) */ \
+    X(P_LNY1W, lny1w)       /* (L, C)       siamese: LN of stream Y before attention */ \
+    X(P_LNY1B, lny1b)       /* (L, C) */ \
+    X(P_LN1W, ln1w)         /* (L, C)       the attention sublayer's main LN (pre: before, post: after the add, */ \
+    X(P_LN1B, ln1b)         /* (L, C)       siamese: the block input) */ \
+    X(P_QKVW, qkvw)         /* (L, 3C, C)   attention input projection */ \
+    X(P_QKVB, qkvb)         /* (L, 3C) */ \
+    X(P_ATTPROJW, attprojw) /* (L, C, C)    attention output projection */ \
+    X(P_ATTPROJB, attprojb) /* (L, C) */ \
+    X(P_LNX2W, lnx2w)       /* (L, C)       the same three LNs for the MLP sublayer */ \
+    X(P_LNX2B, lnx2b)       /* (L, C) */ \
+    X(P_LNY2W, lny2w)       /* (L, C) */ \
+    X(P_LNY2B, lny2b)       /* (L, C) */ \
+    X(P_LN2W, ln2w)         /* (L, C) */ \
+    X(P_LN2B, ln2b)         /* (L, C) */ \
+    X(P_FCW, fcw)           /* (L, 4C, C)   MLP up-projection */ \
+    X(P_FCB, fcb)           /* (L, 4C) */ \
+    X(P_FCPROJW, fcprojw)   /* (L, C, 4C)   MLP down-projection */ \
+    X(P_FCPROJB, fcprojb)   /* (L, C) */ \
+    X(P_LNFXW, lnfxw)       /* (C)          siamese: final LN of X */ \
+    X(P_LNFXB, lnfxb)       /* (C) */ \
+    X(P_LNFYW, lnfyw)       /* (C)          siamese: final LN of Y */ \
+    X(P_LNFYB, lnfyb)       /* (C) */ \
+    X(P_LNFW, lnfw)         /* (C)          the final LN (after the merge in siamese mode) */ \
+    X(P_LNFB, lnfb)         /* (C) */
 
-static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
-    "wte", "wpe",
-    "lnx1w", "lnx1b", "lny1w", "lny1b", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "lnx2w", "lnx2b", "lny2w", "lny2b", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb",
-    "lnfxw", "lnfxb", "lnfyw", "lnfyb", "lnfw", "lnfb",
-};
+#define PARAM_INDEX(index, name) index,
+#define PARAM_NAME(index, name) #name,
+enum { PARAMETER_TENSORS(PARAM_INDEX) NUM_PARAMETER_TENSORS };
+static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = { PARAMETER_TENSORS(PARAM_NAME) };
 
-// number of floats in each parameter tensor (shapes: dev/MODEL.md, "Parameters", and the fields of
-// train_gpt2.c's ParameterTensors)
+// number of floats in each parameter tensor (shapes: PARAMETER_TENSORS above, dev/MODEL.md,
+// "Parameters")
 static inline void fill_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
     size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;  // the two streams' LayerNorms exist or are empty
