@@ -73,10 +73,12 @@ poll_start() {
 # the EXIT trap: under set -e a failing command in it would make the script's exit status 1 after
 # runs that went well (a poller already stopped), so nothing in it may fail
 cleanup() { if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null || true; fi; rm -rf "$WORK"; }
-poll_stop() {  # prints the peak memory.used minus BASE (MiB), or n/a
+# stops the poller and sets MEM to the peak memory.used minus BASE (MiB), or n/a; run it in this
+# shell, not in $( ): the poller is this shell's child, to be reaped here and forgotten (POLL_PID)
+poll_stop() {
     local base=$1
     if [[ -n $POLL_PID ]]; then kill "$POLL_PID" 2>/dev/null; wait "$POLL_PID" 2>/dev/null || true; POLL_PID=""; fi
-    awk -F', *' -v base="$base" '$2 ~ /^[0-9.]+$/ && $2 + 0 > max {max = $2 + 0; n++} END {if (!n) print "n/a"; else print max - base}' "$WORK/poll"
+    MEM=$(awk -F', *' -v base="$base" '$2 ~ /^[0-9.]+$/ && $2 + 0 > max {max = $2 + 0; n++} END {if (!n) print "n/a"; else print max - base}' "$WORK/poll")
 }
 
 # local time of day in seconds, as nvidia-smi's timestamp has it ("HH:MM:SS.ffffff")
@@ -176,9 +178,11 @@ self_test() {
     check "GPU during the timed steps (SM, W, memory MHz, max C, samples)" "$(poll_medians "$WORK/poll" "$WORK/stamps" 2)" "1645 604.5 2619 59 11"
     check "GPU from the start with no warm-up" "$(poll_medians "$WORK/poll" "$WORK/stamps" 0 | cut -d' ' -f5)" 21
     check "GPU with no timed step" "$(poll_medians "$WORK/poll" "$WORK/stamps" 4)" "n/a n/a n/a n/a 0"
-    check "peak memory over the base" "$(poll_stop 1000)" 4019
+    poll_stop 1000
+    check "peak memory over the base" "$MEM" 4019
     : >"$WORK/poll"
-    check "peak memory with no polling" "$(poll_stop 1000)" n/a
+    poll_stop 1000
+    check "peak memory with no polling" "$MEM" n/a
     rm -rf "$WORK"
     echo "self-test: $fails failure(s)"
     [[ $fails == 0 ]]
@@ -240,8 +244,7 @@ run_one() {
     "$@" 2>&1 | stamp_steps "$WORK/stamps" >"$log"
     RC=${PIPESTATUS[0]}
     set -e
-    MEM=$(poll_stop "$base")
-    POLL_PID=""  # stopped by poll_stop, in the subshell of $( ), which cannot clear it here
+    poll_stop "$base"
     GPU_STATE=$(poll_medians "$WORK/poll" "$WORK/stamps" "$WARMUP")
     cp "$WORK/poll" "$LOGS/${name}_b$b.poll.csv"
     LOG=$log
