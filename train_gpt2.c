@@ -752,7 +752,7 @@ static size_t point_scratch(GradScratch* t, float* memory, const GPT2Config* cfg
     return n;
 }
 
-typedef struct {
+typedef struct GPT2 {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
     size_t num_parameters;
@@ -902,9 +902,9 @@ static void block_forward(GPT2* m, int l, int s, float* z, const float* u, int B
     }
 }
 
-// forward pass on tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss.
-// B and T may be smaller than allocated (sampling runs B = 1).
-static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+// forward pass on tokens (B, T); with targets, also the mean cross-entropy loss, returned and kept
+// in m->mean_loss (-1 without). B and T may be smaller than allocated (sampling runs B = 1).
+static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
     if (m->acts_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
@@ -988,6 +988,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     } else {
         m->mean_loss = -1.0f;
     }
+    return m->mean_loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -1208,7 +1209,7 @@ static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, floa
 //                          the global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
 //                          AdamW as grad_scale, the gradients in memory are left as they are.
 //   6. ops.update          gpt2_update_range (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
-//                          eps 1e-8 (set in main() below, run.adamw) and weight decay
+//                          eps 1e-8 (train_run_setup, common/train_loop.h) and weight decay
 //                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
 //                          and the four matrices of each layer, not the biases or LayerNorms.
 //   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
@@ -1218,38 +1219,15 @@ static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, floa
 // then the processes exchange their updated shards (doc/distributed.md).
 #include "common/train_loop.h"
 
-static float cpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
-    GPT2* m = (GPT2*)self;
-    gpt2_forward(m, inputs, targets, B, T);
-    return m->mean_loss;
-}
-static void cpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
-static void cpu_zero_grad(void* self) { gpt2_zero_grad((GPT2*)self); }
-static double cpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
-static void cpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t, size_t lo, size_t hi) {
-    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
-}
-static const float* cpu_logits_row(void* self, size_t row) {
-    GPT2* m = (GPT2*)self;
-    return m->acts.logits + row * m->config.padded_vocab_size;
-}
-static const float* cpu_losses(void* self) { return ((GPT2*)self)->acts.losses; }
-static const float* cpu_weights(void* self) { return ((GPT2*)self)->params_memory; }
-static void cpu_moments(void* self, const float** mm, const float** vv) {
-    GPT2* m = (GPT2*)self;
+static const float* cpu_logits_row(GPT2* m, size_t row) { return m->acts.logits + row * m->config.padded_vocab_size; }
+static const float* cpu_weights(GPT2* m) { return m->params_memory; }
+static void cpu_moments(GPT2* m, const float** mm, const float** vv) {
     *mm = m->m_memory;
     *vv = m->v_memory;
 }
-static void cpu_load_moments(void* self, const float* mm, const float* vv) {
-    GPT2* m = (GPT2*)self;
+static void cpu_load_moments(GPT2* m, const float* mm, const float* vv) {
     memcpy(m->m_memory, mm, (m->opt_hi - m->opt_lo) * sizeof(float));
     memcpy(m->v_memory, vv, (m->opt_hi - m->opt_lo) * sizeof(float));
-}
-static float* cpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
-static void* cpu_working_weights(void* self, size_t* elem_bytes) {
-    *elem_bytes = sizeof(float);
-    return ((GPT2*)self)->params_memory;
 }
 
 int main(int argc, char** argv) {
@@ -1285,23 +1263,20 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
            model.num_activations * sizeof(float) / 1048576.0, model.recompute);
 
-    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
-    run.adamw.beta2 = 0.95f;
-    run.adamw.eps = 1e-8f;
-
     TrainerOps ops = {
-        .forward = cpu_forward,
-        .backward = cpu_backward,
-        .zero_grad = cpu_zero_grad,
-        .grad_sumsq = cpu_grad_sumsq,            // clipping: the squares of the gradients, of a shard
-        .update = cpu_update,                    // AdamW, of a shard (all parameters on one process)
+        .forward = gpt2_forward,
+        .backward = gpt2_backward,
+        .zero_grad = gpt2_zero_grad,
+        .grad_sumsq = gpt2_grad_sumsq,           // clipping: the squares of the gradients, of a shard
+        .update = gpt2_update_range,             // AdamW, of a shard (all parameters on one process)
         .logits_row = cpu_logits_row,            // sampling and the arithmetic accuracy read the logits
-        .losses = cpu_losses,                    // the multiple-choice eval reads the loss of each position
+        .losses = model.acts.losses,             // the multiple-choice eval reads the loss of each position
         .weights = cpu_weights,                  // checkpoints: the weights and the AdamW moments
         .moments = cpu_moments,
         .load_moments = cpu_load_moments,        // resuming: the moments back into the optimizer
-        .grads = cpu_grads,                      // several ranks: the gradients they sum
-        .working_weights = cpu_working_weights,  // and the weights they gather after a sharded update
+        .grads = model.grads_memory,             // several ranks: the gradients they sum
+        .working_weights = model.params_memory,  // and the weights they gather after a sharded update
+        .working_bytes = sizeof(float),
         .sync = NULL,                            // nothing is queued on the CPU
         .peak_flops = 0.0,                       // no MFU column
     };

@@ -377,7 +377,7 @@ static int column_splits(int N) {
 }
 
 // Device scratch for partial sums: `rows` floats per column, for up to `cols` columns. It grows,
-// never shrinks (one process may allocate several models); cuda_teardown frees it.
+// never shrinks (one process may allocate several models); gpt2_free frees it.
 typedef struct {
     float* p;
     size_t rows, cols;
@@ -1064,13 +1064,11 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 
 // ----------------------------------------------------------------------------
 // the fused classifier: softmax cross-entropy over the V real entries of each logits row (the
-// entries V..Vp-1 are padding) and its gradient, in ONE pass over the row:
+// entries V..Vp-1 are padding) and its gradient, in ONE pass over the row, the gradient written
+// IN PLACE over the logits (the probabilities never exist as a tensor):
 //     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
-// The gradient is written IN PLACE over the logits, so the probabilities never exist as a tensor.
-// dloss = 1 / (B*T), the gradient of the mean loss; the backward pass applies its loss scale as
-// the alpha of the two matmuls that read dlogits. So every forward pass with targets leaves
-// dlogits behind, not logits; one without targets (sampling) leaves the logits to be read.
+// with dloss = 1 / (B*T), the gradient of the mean loss.
 //
 // One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD
 // entries of the row in registers as fp32 (-inf for the padding), read in 4-byte units t,
@@ -1202,8 +1200,7 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 #define NORM_PER_THREAD 16
 
 static int norm_blocks(size_t n) {
-    size_t per_block = (size_t)NORM_THREADS * NORM_PER_THREAD;
-    size_t blocks = (n + per_block - 1) / per_block;
+    size_t blocks = (n + NORM_THREADS * NORM_PER_THREAD - 1) / (NORM_THREADS * NORM_PER_THREAD);
     return blocks < 1 ? 1 : (blocks > NORM_MAX_BLOCKS ? NORM_MAX_BLOCKS : (int)blocks);
 }
 
@@ -1245,9 +1242,8 @@ __global__ void adamw_kernel(float* param, floatX* param_x, const float* grad, f
 // ============================================================================
 
 // the parameters, in checkpoint order: a pointer per tensor, named and shaped in common/params.h's
-// PARAMETER_TENSORS, as in train_gpt2.c; their sizes come from fill_param_sizes.
-// ParameterTensors (float) points into the fp32 master weights or the fp32 gradients,
-// ParameterTensorsX (floatX) into the working copy the kernels read.
+// PARAMETER_TENSORS, as in train_gpt2.c; their sizes come from fill_param_sizes. ParameterTensors
+// (float) points into the fp32 gradients, ParameterTensorsX (floatX) into the working copy.
 #define PARAM_FIELD(index, name) T* name;
 template <typename T>
 struct ParamPtrs { PARAMETER_TENSORS(PARAM_FIELD) };
@@ -1261,8 +1257,8 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
 }
 
-// The activations and the backward scratch each live in one device allocation. next_tensor hands
-// out the next n elements of type T of it, each tensor starting 256-byte aligned (what cuBLASLt
+// The activations and the backward scratch live in one device allocation. next_tensor hands out
+// the next n elements of type T of it, each tensor starting 256-byte aligned (what cuBLASLt
 // and the 16-byte row kernels want); with memory NULL it only counts, so one function both sizes
 // and points.
 template <typename T>
@@ -1275,14 +1271,13 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c: floatX,
 // their statistics and the losses fp32. k indexes sublayers (2L), l layers; the math's names
 // (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
-// Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer
-// and the backward rebuilds each layer's from fch (gelu_apply, the forward's kernel); with -r 2,
-// also lnsum and blockin hold one sublayer, rebuilt from the streams and the saved statistics
-// (siamese_input_forward, layernorm_forward with `saved`; residual_forward), and lnx two (the
-// forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a).
-// One list of the tensors: X(type, name, elements, what it holds), the elements in terms of the
-// sizes point_activations defines. Where a mode has no use for a tensor, a factor S (two streams),
-// R (r stored) or U (u stored) of 0 leaves it empty (common/params.h, NORM_MODE_LAYOUTS).
+// Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer,
+// rebuilt in the backward from fch; with -r 2, also lnsum and blockin hold one sublayer, rebuilt
+// from the streams and the saved statistics, and lnx two (the forward's update of sublayer k reads
+// a of sublayer k - 1; the backward never reads a).
+// X(type, name, elements, what it holds), the elements in the sizes point_buffers defines. A
+// factor S (two streams), R (r stored) or U (u stored) of 0 leaves empty a tensor the mode has no
+// use for (common/params.h, NORM_MODE_LAYOUTS).
 #define ACTIVATION_TENSORS(X) \
     X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
     X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
@@ -1313,27 +1308,10 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
     X(float, losses, BT)
 
 #define DECLARE_TENSOR(T, name, n) T* name;
-#define CARVE_TENSOR(T, name, n) t->name = next_tensor<T>(memory, &used, n);
 
 typedef struct {
     ACTIVATION_TENSORS(DECLARE_TENSOR)
 } ActivationTensors;
-
-// points every activation tensor into `memory` (NULL: only counts); returns the bytes they take
-// (recompute: -r, 0 to 2)
-static size_t point_activations(ActivationTensors* t, char* memory, const GPT2Config* cfg, int B, int T,
-                                int recompute) {
-    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T;
-    const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
-    size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
-    size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
-    size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
-    size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
-    size_t used = 0;
-    ACTIVATION_TENSORS(CARVE_TENSOR)
-    return used;
-}
 
 // scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
 // gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
@@ -1352,71 +1330,66 @@ typedef struct {
     SCRATCH_TENSORS(DECLARE_TENSOR)
 } GradScratch;
 
-// points every scratch tensor into `memory` (NULL: only counts); returns the bytes they take
-static size_t point_scratch(GradScratch* t, char* memory, const GPT2Config* cfg, int B, int T) {
-    size_t C = cfg->channels, NH = cfg->num_heads, BT = (size_t)B * T;
-    size_t S = norm_mode_layout(cfg->norm_mode)->two_streams;
+#define CARVE_ACTIVATION(T, name, n) acts->name = next_tensor<T>(memory, &used, n);
+#define CARVE_SCRATCH(T, name, n) scratch->name = next_tensor<T>(memory, &used, n);
+
+// points every activation tensor, then every scratch tensor, into `memory` (NULL: only counts);
+// returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 2)
+static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_t* acts_bytes, char* memory,
+                            const GPT2Config* cfg, int B, int T, int recompute) {
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
+    size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
+    size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
+    size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
+    size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
     size_t used = 0;
-    SCRATCH_TENSORS(CARVE_TENSOR)
+    ACTIVATION_TENSORS(CARVE_ACTIVATION)
+    *acts_bytes = used;
+    SCRATCH_TENSORS(CARVE_SCRATCH)
     return used;
 }
 
-typedef struct {
+typedef struct GPT2 {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
     size_t num_parameters;
-    size_t padded_parameters;   // the length of params_x_memory and grads_memory: num_parameters and
-                                // zeros up to a multiple of the ranks (common/dist.h; set by main)
+    size_t padded_parameters;   // num_parameters and zeros up to a multiple of the ranks (common/dist.h)
     float* host_params;         // host fp32: checkpoint load and save
-    ParameterTensors params;    // the fp32 master weights, where this rank holds all of them
+    float *host_m, *host_v;     // host copies for the training loop (allocated on first use): AdamW's
+    floatX* host_row_x;         // moments, and one logits row as the GPU holds it and in fp32
+    float* host_row;
     float* params_memory;       // device fp32 master weights, of parameters [opt_lo, opt_hi)
     ParameterTensorsX params_x; // the floatX working copy, pointing into params_x_memory
-    floatX* params_x_memory;    // device, all parameters (and the zero padding)
+    floatX* params_x_memory;    // device, all parameters and the zero padding
     ParameterTensors grads;     // the same layout, pointing into grads_memory
-    float* grads_memory;        // device fp32 (and the zero padding)
-    float* m_memory;            // device fp32 AdamW first moment, of parameters [opt_lo, opt_hi)
-    float* v_memory;            // device fp32 AdamW second moment, of the same
-    size_t opt_lo, opt_hi;      // all parameters (set by gpt2_upload_params), or a rank's shard (ZeRO-1: set before it)
+    float* grads_memory;        // device fp32, all parameters and the zero padding
+    float *m_memory, *v_memory; // device fp32 AdamW moments, of parameters [opt_lo, opt_hi)
+    size_t opt_lo, opt_hi;      // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
-    char* acts_memory;          // device: every activation tensor
-    size_t acts_bytes;
     GradScratch scratch;
-    char* scratch_memory;       // device: every scratch tensor
-    size_t scratch_bytes;
+    char* buffers_memory;       // device: every activation tensor, then every scratch tensor
+    size_t acts_bytes, scratch_bytes;
     int batch_size, seq_len;    // the (B, T) the buffers were allocated for
     int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;           // the (B, T) of the last forward pass
-    int* inputs;                // pinned host (B, T) tokens of the last forward pass
-    int* targets;               // pinned host (B, T) its targets
-    int* d_inputs;              // device copies
-    int* d_targets;
-    cudaEvent_t tokens_copied;  // recorded after the copies of inputs and targets to the device
-    int tokens_in_flight;       // those copies may still be running (nothing waited for them since)
+    int *inputs, *targets;      // pinned host (B, T): the tokens of the last forward pass, its targets
+    int *d_inputs, *d_targets;  // device copies
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
-    float mean_loss;            // of the last forward pass with targets
     float* host_losses;         // pinned (B, T)
     TokenChunks chunks;         // the embedding gradient's work list of the last forward pass with targets
-    float* d_norm_partials;     // device (NORM_MAX_BLOCKS)
-    float* host_norm_partials;  // pinned
-    // NULL in training. test_gpt2.cu sets it to see the stream gradients: gpt2_backward calls it at
-    // every sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy there (dy NULL
-    // outside siamese mode).
+    float *d_norm_partials, *host_norm_partials;  // (NORM_MAX_BLOCKS) device and pinned
+    // NULL in training; test_gpt2.cu's view of the stream gradients: gpt2_backward calls it at every
+    // sublayer boundary b (2L down to 0) with the DEVICE fp32 dL/dx and dL/dy (NULL outside siamese)
     void (*stream_grad_hook)(void* ctx, int boundary, const float* dx, const float* dy);
     void* stream_grad_ctx;
 } GPT2;
 
-static void observe_stream_grads(GPT2* m, int boundary) {
-    if (m->stream_grad_hook) {
-        const float* dy = norm_mode_layout(m->config.norm_mode)->two_streams ? m->scratch.dy : NULL;
-        m->stream_grad_hook(m->stream_grad_ctx, boundary, m->scratch.dx, dy);
-    }
-}
-
 // The model is built in two halves: on the host as in train_gpt2.c (the config and the fp32
 // weights, read from a checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is
-// refused the same way on any machine), then uploaded (gpt2_upload_params).
-
-// sets the config and allocates the host weights (not yet initialised)
+// refused the same way on any machine), then uploaded (gpt2_allocate). This sets the config and
+// allocates the host weights (not yet initialised).
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
@@ -1440,63 +1413,47 @@ static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
     params_init_fresh(m->host_params, cfg, seed);
 }
 
-// allocates the device weights; host_params -> device master weights -> floatX working copy
-static void gpt2_upload_params(GPT2* m) {
-    size_t n = m->num_parameters;
+// uploads the weights (host_params -> device fp32 master weights -> floatX working copy) and
+// allocates, once, everything training with micro-batches of (B, T) needs
+static void gpt2_allocate(GPT2* m, int B, int T) {
+    const GPT2Config* cfg = &m->config;
+    size_t n = m->num_parameters, BT = (size_t)B * T, C = cfg->channels;
+    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
+    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
     if (m->opt_hi == 0) { m->opt_hi = n; }
     if (m->padded_parameters < n) { m->padded_parameters = n; }
-    size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights of this rank's shard only
+    size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights and moments of this rank's shard only
     m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
     point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
     float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
     cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(m->params_x_memory, 0, m->padded_parameters * sizeof(floatX)));  // the padding stays 0
     cast_to_x(m->params_x_memory, all, n);
-    if (m->padded_parameters > n) {
-        cudaCheck(cudaMemset(m->params_x_memory + n, 0, (m->padded_parameters - n) * sizeof(floatX)));
-    }
     if (held == n) {
         m->params_memory = all;
-        point_parameters(&m->params, m->params_memory, m->param_sizes);
     } else {
         m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
         cudaCheck(cudaMemcpy(m->params_memory, all + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
         cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaFree(all));
-        memset(&m->params, 0, sizeof(m->params));  // no full fp32 tensors
     }
-    cudaCheck(cudaDeviceSynchronize());
-}
-
-// allocates, once, everything training with micro-batches of (B, T) needs
-static void gpt2_allocate(GPT2* m, int B, int T) {
-    const GPT2Config* cfg = &m->config;
-    size_t BT = (size_t)B * T, C = cfg->channels;
-    char why[200];  // attention's head size on this GPU (its shared memory): refused before anything is allocated
-    if (!flash_attention_supported(cfg->channels / cfg->num_heads, why, sizeof(why))) { fatal("%s", why); }
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    size_t held = m->opt_hi - m->opt_lo;  // set by gpt2_upload_params, with padded_parameters
     m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
     m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
-    cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
-    cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));
-    if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
-    m->acts_bytes = point_activations(&m->acts, NULL, cfg, B, T, m->recompute);
-    m->acts_memory = (char*)cuda_malloc_check(m->acts_bytes, "activations");
-    point_activations(&m->acts, m->acts_memory, cfg, B, T, m->recompute);
-    m->scratch_bytes = point_scratch(&m->scratch, NULL, cfg, B, T);
-    m->scratch_memory = (char*)cuda_malloc_check(m->scratch_bytes, "backward scratch");
-    point_scratch(&m->scratch, m->scratch_memory, cfg, B, T);
+    cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));  // the gradients: gpt2_zero_grad, every step
+    size_t bytes = point_buffers(&m->acts, &m->scratch, &m->acts_bytes, NULL, cfg, B, T, m->recompute);
+    m->scratch_bytes = bytes - m->acts_bytes;
+    m->buffers_memory = (char*)cuda_malloc_check(bytes, "activations and backward scratch");
+    point_buffers(&m->acts, &m->scratch, &m->acts_bytes, m->buffers_memory, cfg, B, T, m->recompute);
     // what moves between host and GPU in a training step sits in pinned host memory (gpt2_forward)
     m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
     m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
     m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
     m->d_targets = (int*)cuda_malloc_check(BT * sizeof(int), "targets");
-    cudaCheck(cudaEventCreateWithFlags(&m->tokens_copied, cudaEventDisableTiming));
-    m->tokens_in_flight = 0;
     m->host_losses = (float*)pinned_malloc_check(BT * sizeof(float), "losses");
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
@@ -1508,17 +1465,20 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
 }
 
 static void gpt2_free(GPT2* m) {
-    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,   m->m_memory,  m->v_memory,
-                      m->acts_memory,   m->scratch_memory,  m->d_inputs,       m->d_targets, m->d_norm_partials};
+    void* device[] = {m->params_memory,  m->params_x_memory, m->grads_memory, m->m_memory,       m->v_memory,
+                      m->buffers_memory, m->d_inputs,        m->d_targets,    m->d_norm_partials};
     void* pinned[] = {m->inputs, m->targets, m->host_losses, m->host_norm_partials};
-    if (m->inputs) { cudaCheck(cudaEventDestroy(m->tokens_copied)); }  // made by gpt2_allocate
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
     for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
-    free(m->host_params);
+    void* host[] = {m->host_params, m->host_m, m->host_v, m->host_row_x, m->host_row};
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
     if (m->inputs) { token_chunks_free(&m->chunks); }
+    partials_free(&column_partials);  // reserved by gpt2_allocate
+    partials_free(&ln_partials);
 }
 
 // the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
+// (outside siamese mode only w and b, ln1 or ln2, are used)
 template <typename T>
 static SiameseNormsT<T> sublayer_norms(const ParamPtrs<T>* p, int l, int s, int C) {
     size_t o = (size_t)l * C;
@@ -1538,54 +1498,67 @@ static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
     return n;
 }
 
-static SiameseStats sublayer_stats(const ActivationTensors* acts, int k, size_t BT) {
-    SiameseStats st = {acts->lnx_mean + k * BT, acts->lnx_rstd + k * BT, acts->lny_mean + k * BT,
-                       acts->lny_rstd + k * BT, acts->ln_mean + k * BT,  acts->ln_rstd + k * BT};
-    return st;
-}
-
 static SiameseStats final_stats(const ActivationTensors* acts) {
     SiameseStats st = {acts->lnfx_mean, acts->lnfx_rstd, acts->lnfy_mean, acts->lnfy_rstd, acts->lnf_mean, acts->lnf_rstd};
     return st;
 }
 
-// where sublayer k's a (-r 2: two slots, k % 2), r and u (-r 2: one slot) and layer l's GELU output
-// (-r 1 and 2: one slot) are kept, counted in (B, T, C) and (B, T, 4C) tensors
-static size_t a_slot(const GPT2* m, int k) { return m->recompute >= 2 ? (size_t)(k % 2) : (size_t)k; }
-static size_t ln_slot(const GPT2* m, int k) { return m->recompute >= 2 ? 0 : (size_t)k; }
-static size_t gelu_slot(const GPT2* m, int l) { return m->recompute >= 1 ? 0 : (size_t)l; }
+// sublayer k's activations, where the forward pass writes them and the backward pass reads them
+typedef struct {
+    int l, s;               // its layer k / 2, and 0 attention or 1 MLP
+    floatX *x, *y;          // the streams entering it (y: siamese)
+    floatX *a, *r, *u, *z;  // a = LN(x), r, the block input u (post: x itself), the block output z
+    floatX* gelu;           // the MLP's GELU output
+    SiameseStats st;        // its LayerNorms' statistics (mean, rstd: the main LN's, in every mode)
+} Sublayer;
+
+static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
+    const ActivationTensors* t = &m->acts;
+    size_t N = (size_t)BT * m->config.channels, K = (size_t)k * BT;
+    size_t a_slot = m->recompute >= 2 ? k % 2 : k, ln_slot = m->recompute >= 2 ? 0 : k;
+    Sublayer sub;
+    sub.l = k / 2;
+    sub.s = k % 2;
+    sub.x = t->resx + k * N;
+    sub.y = t->resy + k * N;
+    sub.a = t->lnx + a_slot * N;
+    sub.r = t->lnsum + ln_slot * N;
+    sub.u = m->config.norm_mode == NORM_POST ? sub.x : t->blockin + ln_slot * N;
+    sub.z = t->blockout + k * N;
+    sub.gelu = t->fch_gelu + (m->recompute >= 1 ? 0 : sub.l) * 4 * N;
+    sub.st = {t->lnx_mean + K, t->lnx_rstd + K, t->lny_mean + K, t->lny_rstd + K, t->ln_mean + K, t->ln_rstd + K};
+    return sub;
+}
 
 // ----------------------------------------------------------------------------
 // forward
 
-// the block of sublayer s of layer l: z = Attn_l(u) or z = MLP_l(u)
-static void block_forward(GPT2* m, int l, int s, floatX* z, const floatX* u, int B, int T) {
+// the block of a sublayer: z = Attn_l(u) or z = MLP_l(u)
+static void block_forward(GPT2* m, const Sublayer* sub, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T, l = sub->l;
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
     size_t lBT = (size_t)l * BT;
-    if (s == 0) {
+    if (sub->s == 0) {
         floatX* qkv = acts->qkv + lBT * 3 * C;
         floatX* atty = acts->atty + lBT * C;
-        matmul_forward(qkv, u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
+        matmul_forward(qkv, sub->u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
         flash_attention_forward(atty, acts->att_lse + lBT * NH, qkv, B, T, C, NH);
-        matmul_forward(z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
+        matmul_forward(sub->z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
     } else {
         floatX* fch = acts->fch + lBT * 4 * C;
-        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
-        matmul_forward(fch, u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
-        gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0);
-        matmul_forward(z, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
+        matmul_forward(fch, sub->u, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, BT, C, 4 * C);
+        gelu_apply(sub->gelu, fch, (size_t)BT * 4 * C, 0);
+        matmul_forward(sub->z, sub->gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + (size_t)l * C, BT, 4 * C, C);
     }
 }
 
-// forward pass on host tokens (B, T); with targets, also the mean cross-entropy loss in m->mean_loss,
-// and the logits are replaced by dL/dlogits (the classifier). B and T may be smaller than allocated
-// (sampling runs B = 1).
-static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+// forward pass on host tokens (B, T); with targets, returns the mean cross-entropy loss (else -1)
+// and the logits are replaced by dL/dlogits (the classifier). B and T may be smaller than
+// allocated (sampling runs B = 1).
+static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    if (m->acts_memory == NULL) { fatal("gpt2_forward: buffers not allocated (call gpt2_allocate)"); }
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
         fatal("gpt2_forward: batch (%d, %d) exceeds the allocated (%d, %d)", B, T, m->batch_size, m->seq_len);
     }
@@ -1596,10 +1569,7 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     m->cur_T = T;
     // The tokens go to the GPU from pinned host buffers with cudaMemcpyAsync on the default stream,
     // where every kernel here runs: the host does not wait, and the kernels below queue behind the
-    // copies. The buffers may be rewritten only once those copies are done: a forward pass with
-    // targets waits for its loss at the end (which queues behind them), one without does not, so
-    // the next forward pass waits for them here (sampling; never in a training step).
-    if (m->tokens_in_flight) { cudaCheck(cudaEventSynchronize(m->tokens_copied)); }
+    // copies. The host waits for the pass at its end, so the next one may rewrite the buffers.
     memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
     cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
     m->has_targets = targets != NULL;
@@ -1607,8 +1577,6 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         memcpy(m->targets, targets, (size_t)BT * sizeof(int));
         cudaCheck(cudaMemcpyAsync(m->d_targets, m->targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
     }
-    cudaCheck(cudaEventRecord(m->tokens_copied, 0));
-    m->tokens_in_flight = 1;
 
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
@@ -1621,47 +1589,32 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
     cudaCheckLaunch();
 
     for (int k = 0; k < 2 * L; k++) {
-        int l = k / 2, s = k % 2;
-        floatX* x = acts->resx + k * N;
-        floatX* x_next = acts->resx + (k + 1) * N;
-        floatX* z = acts->blockout + k * N;
-        floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
-        floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
-        float* mean = acts->ln_mean + (size_t)k * BT;
-        float* rstd = acts->ln_rstd + (size_t)k * BT;
+        Sublayer sub = sublayer_at(m, k, BT);
+        SiameseNorms ln = sublayer_norms(p, sub.l, sub.s, C);
+        floatX* x_next = sub.x + N;  // stream X after the sublayer (pre, post)
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
-            case NORM_PRE: {
-                floatX* u = acts->blockin + ln_slot(m, k) * N;
-                layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C);              // u = LN(x)
-                block_forward(m, l, s, z, u, B, T);                                // z = F(u)
-                residual_forward(x_next, x, z, N);                                 // x = x + z
+            case NORM_PRE:
+                layernorm_forward(sub.u, sub.st.mean, sub.st.rstd, sub.x, ln.w, ln.b, BT, C);   // u = LN(x)
+                block_forward(m, &sub, B, T);                                                   // z = F(u)
+                residual_forward(x_next, sub.x, sub.z, N);                                      // x = x + z
                 break;
-            }
-            case NORM_POST: {
-                floatX* r = acts->lnsum + ln_slot(m, k) * N;
-                block_forward(m, l, s, z, x, B, T);                                // z = F(x)
-                residual_forward(r, x, z, N);                                      // r = x + z
-                layernorm_forward(x_next, mean, rstd, r, lnw, lnb, BT, C);         // x = LN(r)
+            case NORM_POST:
+                block_forward(m, &sub, B, T);                                                   // z = F(x)
+                residual_forward(sub.r, sub.x, sub.z, N);                                       // r = x + z
+                layernorm_forward(x_next, sub.st.mean, sub.st.rstd, sub.r, ln.w, ln.b, BT, C);  // x = LN(r)
                 break;
-            }
-            case NORM_SIAMESE: {
-                floatX* a = acts->lnx + a_slot(m, k) * N;
-                floatX* r = acts->lnsum + ln_slot(m, k) * N;
-                floatX* u = acts->blockin + ln_slot(m, k) * N;
-                floatX* y = acts->resy + k * N;
-                SiameseStats st = sublayer_stats(acts, k, BT);
+            case NORM_SIAMESE:
                 // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
                 // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
                 if (k > 0) {
-                    siamese_update_input_forward(x, y, acts->lnx + a_slot(m, k - 1) * N, acts->resy + (k - 1) * N,
-                                                 acts->blockout + (k - 1) * N, siamese_scale((k - 1) / 2), a, r, u,
-                                                 st, sublayer_norms(p, l, s, C), BT, C);
+                    Sublayer prev = sublayer_at(m, k - 1, BT);
+                    siamese_update_input_forward(sub.x, sub.y, prev.a, prev.y, prev.z, siamese_scale(prev.l), sub.a,
+                                                 sub.r, sub.u, sub.st, ln, BT, C);
                 } else {
-                    siamese_input_forward(a, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C);
+                    siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C);
                 }
-                block_forward(m, l, s, z, u, B, T);                                // z = F(u)
+                block_forward(m, &sub, B, T);                                                   // z = F(u)
                 break;
-            }
         }
     }
 
@@ -1671,13 +1624,13 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         case NORM_POST:
             layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
-        case NORM_SIAMESE:
+        case NORM_SIAMESE: {
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, acts->lnx + a_slot(m, 2 * L - 1) * N,
-                                         acts->resy + (2 * L - 1) * N, acts->blockout + (2 * L - 1) * N,
-                                         siamese_scale(L - 1), NULL, acts->lnfsum, acts->lnf, final_stats(acts),
-                                         final_norms(p), BT, C);
+            Sublayer last = sublayer_at(m, 2 * L - 1, BT);
+            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, last.a, last.y, last.z, siamese_scale(L - 1),
+                                         NULL, acts->lnfsum, acts->lnf, final_stats(acts), final_norms(p), BT, C);
             break;
+        }
     }
     matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
@@ -1689,13 +1642,12 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
         token_chunks_upload(&m->chunks);
         // the one wait of a forward pass in training: for the losses, after every copy and kernel above
         cudaCheck(cudaMemcpy(m->host_losses, acts->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
-        m->tokens_in_flight = 0;
         double sum = 0.0;
         for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
-        m->mean_loss = (float)(sum / BT);
-    } else {
-        m->mean_loss = -1.0f;
+        return (float)(sum / BT);
     }
+    cudaCheck(cudaDeviceSynchronize());  // no loss to wait for; the caller reads the logits next (sampling)
+    return -1.0f;
 }
 
 // ----------------------------------------------------------------------------
@@ -1703,17 +1655,18 @@ static void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, 
 
 static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float))); }
 
-// backward of the block of sublayer s of layer l given dz: du = (beta 0) or += (beta 1) dL/du,
+// backward of the block of a sublayer given dz (in scratch): du = (beta 0) or += (beta 1) dL/du,
 // in fp32, and the weight gradients
-static void block_backward(GPT2* m, int l, int s, float* du, float beta, const floatX* dz, const floatX* u, int B, int T) {
+static void block_backward(GPT2* m, const Sublayer* sub, float* du, float beta, int B, int T) {
     const GPT2Config* cfg = &m->config;
-    int C = cfg->channels, NH = cfg->num_heads, BT = B * T;
+    int C = cfg->channels, NH = cfg->num_heads, BT = B * T, l = sub->l;
     ParameterTensorsX* p = &m->params_x;
     ParameterTensors* g = &m->grads;
     ActivationTensors* acts = &m->acts;
     GradScratch* sc = &m->scratch;
     size_t lBT = (size_t)l * BT;
-    if (s == 0) {
+    const floatX *dz = sc->dz, *u = sub->u;
+    if (sub->s == 0) {
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, acts->atty + lBT * C, BT, C, C);
@@ -1724,10 +1677,9 @@ static void block_backward(GPT2* m, int l, int s, float* du, float beta, const f
     } else {
         size_t wo = (size_t)l * 4 * C * C;
         floatX* fch = acts->fch + lBT * 4 * C;
-        floatX* fch_gelu = acts->fch_gelu + gelu_slot(m, l) * BT * 4 * C;
         matmul_backward_input(sc->dfch, CUDA_R_X, 0.0f, dz, p->fcprojw + wo, BT, 4 * C, C, fch);  // through GELU too
-        if (m->recompute >= 1) { gelu_apply(fch_gelu, fch, (size_t)BT * 4 * C, 0); }  // GELU(fch) again, as the forward
-        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, fch_gelu, BT, 4 * C, C);
+        if (m->recompute >= 1) { gelu_apply(sub->gelu, fch, (size_t)BT * 4 * C, 0); }  // rebuilt as the forward
+        matmul_backward_weight(g->fcprojw + wo, g->fcprojb + (size_t)l * C, dz, sub->gelu, BT, 4 * C, C);
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dfch, p->fcw + wo, BT, C, 4 * C, NULL);
         matmul_backward_weight(g->fcw + wo, g->fcb + (size_t)l * 4 * C, sc->dfch, u, BT, C, 4 * C);
     }
@@ -1746,6 +1698,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     GradScratch* sc = &m->scratch;
     size_t N = (size_t)BT * C;
     NormMode mode = cfg->norm_mode;
+    const float* dy = norm_mode_layout(mode)->two_streams ? sc->dy : NULL;  // dL/d(stream Y), siamese only
 
     // the tied output layer, from the dlogits the forward pass left (for dloss = 1 / BT; the loss
     // scale is the matmuls' alpha): dh (fp32, in du) and dwte
@@ -1767,53 +1720,43 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
                                    final_norms(p), final_stats(acts), x_final, acts->resy + 2 * L * N, acts->lnfsum, BT, C);
             break;
     }
-    observe_stream_grads(m, 2 * L);
+    if (m->stream_grad_hook) { m->stream_grad_hook(m->stream_grad_ctx, 2 * L, sc->dx, dy); }
 
     // the sublayers, last to first; dx (dy) enter holding dL/d(stream) after sublayer k, leave before it
     for (int k = 2 * L - 1; k >= 0; k--) {
-        int l = k / 2, s = k % 2;
-        floatX* x = acts->resx + k * N;
-        floatX* lnw = (s == 0 ? p->ln1w : p->ln2w) + (size_t)l * C;
-        floatX* lnb = (s == 0 ? p->ln1b : p->ln2b) + (size_t)l * C;
-        float* dlnw = (s == 0 ? g->ln1w : g->ln2w) + (size_t)l * C;
-        float* dlnb = (s == 0 ? g->ln1b : g->ln2b) + (size_t)l * C;
-        float* mean = acts->ln_mean + (size_t)k * BT;
-        float* rstd = acts->ln_rstd + (size_t)k * BT;
-        floatX* r = acts->lnsum + ln_slot(m, k) * N;
-        floatX* u = acts->blockin + ln_slot(m, k) * N;
+        Sublayer sub = sublayer_at(m, k, BT);
+        SiameseNorms ln = sublayer_norms(p, sub.l, sub.s, C);
+        SiameseNormGrads dln = sublayer_norms(g, sub.l, sub.s, C);
+        float *mean = sub.st.mean, *rstd = sub.st.rstd;
         int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-                if (rebuild) { layernorm_forward(u, mean, rstd, x, lnw, lnb, BT, C, true); }
+                if (rebuild) { layernorm_forward(sub.u, mean, rstd, sub.x, ln.w, ln.b, BT, C, true); }
                 cast_to_x(sc->dz, sc->dx, N);
-                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
-                layernorm_backward(sc->dx, NULL, dlnw, dlnb, sc->du, x, lnw, mean, rstd, BT, C, 1);
+                block_backward(m, &sub, sc->du, 0.0f, B, T);
+                layernorm_backward(sc->dx, NULL, dln.w, dln.b, sc->du, sub.x, ln.w, mean, rstd, BT, C, 1);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
                 // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
-                if (rebuild) { residual_forward(r, x, acts->blockout + k * N, N); }
-                layernorm_backward(sc->dx, sc->dz, dlnw, dlnb, sc->dx, r, lnw, mean, rstd, BT, C, 0);
-                block_backward(m, l, s, sc->dx, 1.0f, sc->dz, x, B, T);
+                if (rebuild) { residual_forward(sub.r, sub.x, sub.z, N); }
+                layernorm_backward(sc->dx, sc->dz, dln.w, dln.b, sc->dx, sub.r, ln.w, mean, rstd, BT, C, 0);
+                block_backward(m, &sub, sc->dx, 1.0f, B, T);
                 break;
-            case NORM_SIAMESE: {
+            case NORM_SIAMESE:
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
-                floatX* y = acts->resy + k * N;
-                SiameseStats st = sublayer_stats(acts, k, BT);
-                if (rebuild) { siamese_input_forward(NULL, r, u, st, x, y, sublayer_norms(p, l, s, C), BT, C, true); }
-                block_backward(m, l, s, sc->du, 0.0f, sc->dz, u, B, T);
+                if (rebuild) { siamese_input_forward(NULL, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, true); }
+                block_backward(m, &sub, sc->du, 0.0f, B, T);
                 siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,
-                                       sublayer_norms(g, l, s, C), sublayer_norms(p, l, s, C), st, x, y, r, BT, C);
+                                       dln, ln, sub.st, sub.x, sub.y, sub.r, BT, C);
                 break;
-            }
         }
-        observe_stream_grads(m, k);
+        if (m->stream_grad_hook) { m->stream_grad_hook(m->stream_grad_ctx, k, sc->dx, dy); }
     }
 
     // the embedding feeds both streams when there are two: dL/de = dx + dy
-    const float* dy = norm_mode_layout(mode)->two_streams ? sc->dy : NULL;
     wte_backward(g->wte, sc->du, N, sc->dx, dy, &m->chunks, C);  // du is free now: the partial rows
     wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sc->dx, dy, B, T, C);
     cudaCheckLaunch();
@@ -1822,9 +1765,8 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the sum of squares of gradients [lo, hi) (a grid fixed by hi - lo, the partials summed in order
-// on the host: deterministic). The host waits here for the partials: the loop needs the norm for
-// clipping and for its finite check.
+// the sum of squares of gradients [lo, hi) (sumsq_kernel). The host waits here for the partials:
+// the loop needs the norm for clipping and for its finite check.
 static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     int blocks = norm_blocks(hi - lo);
     sumsq_kernel<<<blocks, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
@@ -1835,13 +1777,11 @@ static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     return total;
 }
 
-
 // AdamW step `t` (1-based) of parameters [lo, hi) (within [opt_lo, opt_hi), whose master weights
 // and moments the model holds), as gpt2_update_range in train_gpt2.c; refreshes their floatX copy
 static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                               float grad_scale, int t, size_t lo, size_t hi) {
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2 = 1.0f - powf(beta2, (float)t);
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);  // bias corrections
     ParamSlice slices[NUM_PARAMETER_TENSORS];
     int num_slices = param_slices(m->param_sizes, lo, hi, slices);  // [lo, hi) cut at the tensors
     for (int i = 0; i < num_slices; i++) {
@@ -1854,108 +1794,63 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
     }
 }
 
-// cuBLASLt's handle and workspace, once per process; cuda_teardown releases them with the plans
-// and the partial sums' scratch (gpt2_allocate allocates that)
-static void cuda_setup(void) { lt_setup(); }
-
-static void cuda_teardown(void) {
-    partials_free(&column_partials);
-    partials_free(&ln_partials);
-    lt_teardown();
-}
-
 #ifndef TESTING
 // ============================================================================
 // Part 3: training
 // ============================================================================
 // The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
-// train_gpt2.c in common/train_loop.h; it reaches the model only through these functions. What it
-// reads on the host (a logits row, the weights and moments of a checkpoint) is copied back here.
+// train_gpt2.c in common/train_loop.h; it reaches the model only through the functions main()
+// hands it (TrainerOps). What it reads on the host (a logits row, the weights and moments of a
+// checkpoint) is copied back here.
 #include "common/train_loop.h"
 
-// host copies of what the loop reads, allocated on first use
-static struct {
-    floatX* row_x;  // (Vp) one logits row as the GPU holds it
-    float* row;     // (Vp) the same in fp32
-    float* m;       // AdamW moments, for checkpoints and resuming
-    float* v;
-} host_copy;
-
-static float gpu_forward(void* self, const int* inputs, const int* targets, int B, int T) {
-    GPT2* m = (GPT2*)self;
-    gpt2_forward(m, inputs, targets, B, T);
-    return m->mean_loss;
-}
-static void gpu_backward(void* self, float loss_scale) { gpt2_backward((GPT2*)self, loss_scale); }
-// Each training step is an NVTX range named "step", from zero_grad (its first call) to the wait at
-// its end (sync), so that a profiler can select whole steps (dev/gpu_check.sh's kernels stage:
-// ncu --nvtx --nvtx-include step/). One push and one pop per step, on the host; with no profiler
-// attached each returns at once. A step whose update is skipped (non-finite) has no wait at its end:
-// its range ends at the next wait or push.
+// Each training step is an NVTX range "step", from zero_grad (its first call) to the wait at its
+// end (sync), so that a profiler can select whole steps (dev/gpu_check.sh: ncu --nvtx
+// --nvtx-include step/); with no profiler attached, push and pop return at once. A step whose
+// update is skipped (non-finite) has no wait at its end: its range ends at the next push.
 #include <nvtx3/nvToolsExt.h>
 static int step_range_open = 0;
-static void gpu_zero_grad(void* self) {
+static void gpu_zero_grad(GPT2* m) {
     if (step_range_open) { nvtxRangePop(); }
     nvtxRangePushA("step");
     step_range_open = 1;
-    gpt2_zero_grad((GPT2*)self);
+    gpt2_zero_grad(m);
 }
-static double gpu_grad_sumsq(void* self, size_t lo, size_t hi) { return gpt2_grad_sumsq((GPT2*)self, lo, hi); }
-static void gpu_update(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                       int t, size_t lo, size_t hi) {
-    gpt2_update_range((GPT2*)self, lr, beta1, beta2, eps, weight_decay, grad_scale, t, lo, hi);
+static void gpu_sync(GPT2*) {
+    cudaCheck(cudaDeviceSynchronize());
+    if (step_range_open) { nvtxRangePop(); step_range_open = 0; }
 }
-static const float* gpu_logits_row(void* self, size_t row) {
-    GPT2* m = (GPT2*)self;
+static const float* gpu_logits_row(GPT2* m, size_t row) {
     if (m->has_targets) { fatal("logits_row: the last forward pass had targets; its logits hold dL/dlogits"); }
     size_t Vp = m->config.padded_vocab_size;
-    const floatX* row_x = (const floatX*)download_into((void**)&host_copy.row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
-    if (!host_copy.row) { host_copy.row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)"); }
-    for (size_t j = 0; j < Vp; j++) { host_copy.row[j] = (float)row_x[j]; }
-    return host_copy.row;
-}
-// the losses of every position, which the forward pass with targets copied to the host
-static const float* gpu_losses(void* self) {
-    GPT2* m = (GPT2*)self;
-    if (!m->has_targets) { fatal("losses: the last forward pass had no targets"); }
-    return m->host_losses;
+    const floatX* row_x =
+        (const floatX*)download_into((void**)&m->host_row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
+    if (!m->host_row) { m->host_row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)"); }
+    for (size_t j = 0; j < Vp; j++) { m->host_row[j] = (float)row_x[j]; }
+    return m->host_row;
 }
 // the fp32 master weights this rank holds, at their place among all parameters
-static const float* gpu_weights(void* self) {
-    GPT2* m = (GPT2*)self;
+static const float* gpu_weights(GPT2* m) {
     cudaCheck(cudaMemcpy(m->host_params + m->opt_lo, m->params_memory, (m->opt_hi - m->opt_lo) * sizeof(float),
                          cudaMemcpyDeviceToHost));
     return m->host_params;
 }
-static void gpu_moments(void* self, const float** mm, const float** vv) {
-    GPT2* m = (GPT2*)self;
+static void gpu_moments(GPT2* m, const float** mm, const float** vv) {
     size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
-    *mm = (const float*)download_into((void**)&host_copy.m, m->m_memory, bytes);
-    *vv = (const float*)download_into((void**)&host_copy.v, m->v_memory, bytes);
+    *mm = (const float*)download_into((void**)&m->host_m, m->m_memory, bytes);
+    *vv = (const float*)download_into((void**)&m->host_v, m->v_memory, bytes);
 }
-static void gpu_load_moments(void* self, const float* mm, const float* vv) {
-    GPT2* m = (GPT2*)self;
+static void gpu_load_moments(GPT2* m, const float* mm, const float* vv) {
     size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
     cudaCheck(cudaMemcpy(m->m_memory, mm, bytes, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(m->v_memory, vv, bytes, cudaMemcpyHostToDevice));
 }
-static float* gpu_grads(void* self) { return ((GPT2*)self)->grads_memory; }
-// the floatX working copy: after a sharded update the ranks gather it (the fp32 master stays sharded)
-static void* gpu_working_weights(void* self, size_t* elem_bytes) {
-    *elem_bytes = sizeof(floatX);
-    return ((GPT2*)self)->params_x_memory;
-}
-static void gpu_sync(void*) {
-    cudaCheck(cudaDeviceSynchronize());
-    if (step_range_open) { nvtxRangePop(); step_range_open = 0; }
-}
 
 int main(int argc, char** argv) {
-    // What needs no GPU comes first: -h, the flags, the output folder (read, not yet created), the
-    // data, the model on the host (checkpoint or fresh) and the flags checked against it. So each
-    // of those errors reads the same on a machine without a GPU (tests/test_train_cu_cli.sh). The
-    // loop creates and locks the output folder once the GPU and its memory are ready: a run that
-    // cannot start leaves nothing behind. The state file of a resume is read in the loop too.
+    // What needs no GPU comes first (the flags, the data, the model on the host and the flags checked
+    // against it), so each of those errors reads the same on a machine without one
+    // (tests/test_train_cu_cli.sh). The loop creates and locks the output folder, and reads the
+    // state file of a resume, once the GPU is ready: a run that cannot start leaves nothing behind.
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;
@@ -1970,13 +1865,12 @@ int main(int argc, char** argv) {
 
     char device[512];
     cuda_select_device(run.dist.local_rank, device, sizeof(device));
-    cuda_setup();
+    lt_setup();
     printf("device: %s | precision %s\n", device, PRECISION_NAME);
     model.opt_lo = run.opt_lo;  // master weights and AdamW moments: all, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
     model.padded_parameters = run.dist.padded;  // the collectives' equal shards (common/dist.h)
     model.recompute = run.args.recompute;        // -r: which activations the backward rebuilds
-    gpt2_upload_params(&model);
     gpt2_allocate(&model, run.args.B, run.args.T);
     size_t held = model.opt_hi - model.opt_lo;
     printf("GPU memory: %.1f MiB parameters+grads+AdamW%s, %.1f MiB activations (recompute -r %d), %.1f MiB scratch\n",
@@ -1984,23 +1878,20 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.acts_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
-    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
-    run.adamw.beta2 = 0.95f;
-    run.adamw.eps = 1e-8f;
-
     TrainerOps ops = {
-        .forward = gpu_forward,
-        .backward = gpu_backward,
+        .forward = gpt2_forward,
+        .backward = gpt2_backward,
         .zero_grad = gpu_zero_grad,
-        .grad_sumsq = gpu_grad_sumsq,
-        .update = gpu_update,
+        .grad_sumsq = gpt2_grad_sumsq,
+        .update = gpt2_update_range,
         .logits_row = gpu_logits_row,
-        .losses = gpu_losses,
+        .losses = model.host_losses,  // the forward pass with targets copies them
         .weights = gpu_weights,
         .moments = gpu_moments,
         .load_moments = gpu_load_moments,
-        .grads = gpu_grads,
-        .working_weights = gpu_working_weights,
+        .grads = model.grads_memory,
+        .working_weights = model.params_x_memory,  // after a sharded update (the fp32 master stays sharded)
+        .working_bytes = sizeof(floatX),
         .sync = gpu_sync,
         .peak_flops = PEAK_FLOPS,
     };
@@ -2008,11 +1899,7 @@ int main(int argc, char** argv) {
 
     train_run_free(&run);
     gpt2_free(&model);
-    free(host_copy.row_x);
-    free(host_copy.row);
-    free(host_copy.m);
-    free(host_copy.v);
-    cuda_teardown();
+    lt_teardown();
     return 0;
 }
 #endif // TESTING

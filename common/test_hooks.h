@@ -35,8 +35,8 @@ static struct {
     int step;                 // the steps whose gradient norm was asked for so far
 } test_hooks;
 
-static double test_hooks_grad_sumsq(void* self, size_t lo, size_t hi) {
-    double sumsq = test_hooks.inner->grad_sumsq(self, lo, hi);
+static double test_hooks_grad_sumsq(GPT2* model, size_t lo, size_t hi) {
+    double sumsq = test_hooks.inner->grad_sumsq(model, lo, hi);
     return nan_injected_at(++test_hooks.step) ? NAN : sumsq;
 }
 

@@ -19,9 +19,6 @@ A trainer's main() reads, in order (train_gpt2.c's; train_gpt2.cu's also sets up
     model.opt_lo = run.opt_lo;              // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
-    run.adamw.beta1 = 0.9f;                 // AdamW's betas and epsilon (its weight decay is -c)
-    run.adamw.beta2 = 0.95f;
-    run.adamw.eps = 1e-8f;
     TrainerOps ops = { .forward = ..., };   // the trainer's functions
     train_run_loop(&run, &ops, &model);     // claims the output folder; steps, evaluation, sampling, checkpoints
     train_run_free(&run);
@@ -44,47 +41,50 @@ puts the faults of common/test_hooks.h in front of the trainer's functions; a tr
 #include "eval.h"
 #include "train_common.h"
 
-// What the loop needs from a trainer. `self` is the trainer's model (GPT2*). Every function that
-// returns a pointer returns host memory that stays valid until the next call of that function.
+// What the loop needs from a trainer: functions of its model, struct GPT2 (each trainer defines
+// it). Every function that returns a pointer returns host memory that stays valid until the next
+// call of that function.
+typedef struct GPT2 GPT2;
 typedef struct {
     // forward pass on host tokens (B, T); returns the mean cross-entropy loss when targets are given
-    float (*forward)(void* self, const int* inputs, const int* targets, int B, int T);
+    float (*forward)(GPT2* model, const int* inputs, const int* targets, int B, int T);
     // backward of the last forward pass (with targets), ACCUMULATING loss_scale * dL/dparams
-    void (*backward)(void* self, float loss_scale);
-    void (*zero_grad)(void* self);
+    void (*backward)(GPT2* model, float loss_scale);
+    void (*zero_grad)(GPT2* model);
     // the sum of the squares of gradients [lo, hi), in double
-    double (*grad_sumsq)(void* self, size_t lo, size_t hi);
+    double (*grad_sumsq)(GPT2* model, size_t lo, size_t hi);
     // one AdamW step (t is 1-based) of parameters [lo, hi) on the gradients multiplied by grad_scale
-    void (*update)(void* self, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+    void (*update)(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                    int t, size_t lo, size_t hi);
     // row `row` (b * T + t of the last forward pass) of the logits, padded_vocab_size floats; the
     // last forward pass must have had no targets (the CUDA trainer's classifier overwrites the
     // logits of one with targets by their gradient)
-    const float* (*logits_row)(void* self, size_t row);
-    // the cross-entropy loss of every position (B * T floats) of the last forward pass, which had
-    // targets (the multiple-choice eval, common/eval.h)
-    const float* (*losses)(void* self);
+    const float* (*logits_row)(GPT2* model, size_t row);
+    // the cross-entropy loss of every position (B * T floats) of the last forward pass with targets
+    // (the multiple-choice eval, common/eval.h)
+    const float* losses;
     // the fp32 weights (all num_parameters of them; at least those whose moments the trainer holds
     // are current) and the AdamW moments it holds (parameters [opt_lo, opt_hi) of TrainRun), for a
     // checkpoint
-    const float* (*weights)(void* self);
-    void (*moments)(void* self, const float** m, const float** v);
+    const float* (*weights)(GPT2* model);
+    void (*moments)(GPT2* model, const float** m, const float** v);
     // copies AdamW moments of parameters [opt_lo, opt_hi) into the optimizer (resume)
-    void (*load_moments)(void* self, const float* m, const float* v);
+    void (*load_moments)(GPT2* model, const float* m, const float* v);
     // several ranks: the gradient buffer (num_parameters floats) the ranks sum, and the weights the
-    // forward pass reads (`*elem_bytes` each), which a sharded update changes and the ranks gather
+    // forward pass reads (working_bytes each), which a sharded update changes and the ranks gather
     // (both in GPU memory in the CUDA trainer, padded with zeros to Dist.padded elements:
     // common/dist.h moves them with NCCL or through the host)
-    float* (*grads)(void* self);
-    void* (*working_weights)(void* self, size_t* elem_bytes);
+    float* grads;
+    void* working_weights;
+    size_t working_bytes;
     // waits for queued work before a clock is read (NULL on the CPU, where nothing is queued)
-    void (*sync)(void* self);
+    void (*sync)(GPT2* model);
     // peak FLOP/s of the device, for the MFU column of the step line (0: no MFU column)
     double peak_flops;
 } TrainerOps;
 
-// AdamW's hyperparameters but the learning rate: each trainer's main() sets the betas and epsilon,
-// train_run_setup the weight decay (-c, applied to the tensors param_tensor_decays marks)
+// AdamW's hyperparameters but the learning rate, set by train_run_setup (the weight decay is -c,
+// applied to the tensors param_tensor_decays marks)
 typedef struct {
     float beta1, beta2;  // decay rates of the first and second moment
     float eps;           // added to the root of the second moment
@@ -108,7 +108,7 @@ typedef struct {
     int grad_accum;            // micro-batches per optimizer step, on each rank
     Dist dist;                 // the ranks of a multi-process run (one rank without mpirun)
     size_t opt_lo, opt_hi;     // the parameters whose AdamW moments this rank holds (all but with ZeRO-1)
-    AdamWSettings adamw;       // main() sets beta1, beta2 and eps before train_run_loop
+    AdamWSettings adamw;
     EvalSet eval;              // the multiple-choice eval (-H), when have_eval
     int have_eval;
     int* eval_inputs;          // (B, T) its rows and their targets
@@ -202,6 +202,9 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     dist_init(&r->dist);  // one of several ranks under mpirun (the others print nothing)
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
+    r->adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained
+    r->adamw.beta2 = 0.95f;
+    r->adamw.eps = 1e-8f;
     r->adamw.weight_decay = r->args.weight_decay;
     start_up_notes(&r->args);
     r->have_output = r->args.output_dir[0] != '\0';
@@ -317,7 +320,7 @@ static inline void train_run_free(TrainRun* r) {
 
 // the mean loss over the first `batches` batches of the loader; with several ranks, rank r
 // evaluates batches r, r + ranks, ... and the losses are added in batch order, as one process does
-static inline float train_evaluate(const TrainerOps* ops, void* model, DataLoader* loader, int B, int T, int batches,
+static inline float train_evaluate(const TrainerOps* ops, GPT2* model, DataLoader* loader, int B, int T, int batches,
                                    Dist* d) {
     dataloader_reset(loader);
     double* losses = (double*)calloc_check((size_t)batches, sizeof(double), "validation losses");
@@ -334,7 +337,7 @@ static inline float train_evaluate(const TrainerOps* ops, void* model, DataLoade
 
 // samples `n` tokens after an end-of-text prompt, one full forward pass per token over a window of
 // at most T tokens (there is no KV cache: this is for a glimpse of the model, not for speed)
-static inline void train_sample_text(const TrainerOps* ops, void* model, const GPT2Config* cfg, Tokenizer* tok, int T,
+static inline void train_sample_text(const TrainerOps* ops, GPT2* model, const GPT2Config* cfg, Tokenizer* tok, int T,
                                      int n, uint64_t* rng) {
     int V = cfg->vocab_size;
     int* seq = (int*)malloc_check((size_t)(n + 1) * sizeof(int), "sample tokens");
@@ -365,7 +368,7 @@ static inline void train_sample_text(const TrainerOps* ops, void* model, const G
 // lengths[b] tokens of row b of tokens (B, T). Its context is also the multiple-choice eval's.
 typedef struct {
     const TrainerOps* ops;
-    void* model;
+    GPT2* model;
     int vocab_size;
 } GreedyContext;
 
@@ -373,7 +376,7 @@ typedef struct {
 static inline const float* train_eval_losses(void* ctx, const int* inputs, const int* targets, int B, int T) {
     GreedyContext* g = (GreedyContext*)ctx;
     g->ops->forward(g->model, inputs, targets, B, T);
-    return g->ops->losses(g->model);
+    return g->ops->losses;
 }
 
 // the multiple-choice eval: each rank evaluates its contiguous share of the examples (as
@@ -400,7 +403,7 @@ static inline void train_greedy_next(void* ctx, const int* tokens, int B, int T,
 
 // writes the checkpoint pair of `st->step` (state first, model second: common/state.h). With
 // several ranks every rank's shard of the weights and moments is gathered on rank 0, which writes.
-static inline void train_write_checkpoint(TrainRun* r, const TrainerOps* ops, void* model, const TrainState* st) {
+static inline void train_write_checkpoint(TrainRun* r, const TrainerOps* ops, GPT2* model, const TrainState* st) {
     Dist* d = &r->dist;
     const float* w = ops->weights(model);
     const float *m, *v;
@@ -429,7 +432,7 @@ static inline void train_write_checkpoint(TrainRun* r, const TrainerOps* ops, vo
 
 // reads the state file of a resume: every rank reads it (the output folder is at the same path on
 // every machine) and keeps the moments of the parameters it holds
-static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* model, TrainState* st) {
+static inline void train_read_state(TrainRun* r, const TrainerOps* ops, GPT2* model, TrainState* st) {
     size_t n = r->num_parameters;
     float* m = (float*)malloc_check(2 * n * sizeof(float), "AdamW moments (resume)");
     state_read(r->state_path, st, m, m + n, n);
@@ -440,9 +443,9 @@ static inline void train_read_state(TrainRun* r, const TrainerOps* ops, void* mo
 // One optimizer step's gradients, summed over the ranks (reduce-scatter: in rank order on the host
 // path, in NCCL's order with NCCL, common/dist.h), then their global norm (squares summed over each rank's shard, then over the ranks in rank order). With
 // one rank this is the norm of the gradients. With -z 0 the summed shards go to every rank.
-static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, void* model) {
+static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, GPT2* model) {
     Dist* d = &r->dist;
-    float* grads = d->size > 1 ? ops->grads(model) : NULL;
+    float* grads = d->size > 1 ? ops->grads : NULL;
     dist_reduce_scatter(d, grads);
     float norm = (float)sqrt(dist_sum(d, ops->grad_sumsq(model, d->lo, d->hi)));
     if (r->opt_hi - r->opt_lo == r->num_parameters) { dist_all_gather(d, grads, sizeof(float)); }
@@ -451,13 +454,11 @@ static inline float train_reduce_gradients(TrainRun* r, const TrainerOps* ops, v
 
 // one AdamW step (t is 1-based): of the parameters whose moments this rank holds; a rank holding a
 // shard then hands its updated weights to the others
-static inline void train_update(TrainRun* r, const TrainerOps* ops, void* model, float lr, float grad_scale, int t) {
+static inline void train_update(TrainRun* r, const TrainerOps* ops, GPT2* model, float lr, float grad_scale, int t) {
     const AdamWSettings* w = &r->adamw;
     ops->update(model, lr, w->beta1, w->beta2, w->eps, w->weight_decay, grad_scale, t, r->opt_lo, r->opt_hi);
     if (r->opt_hi - r->opt_lo < r->num_parameters) {
-        size_t bytes;
-        void* w = ops->working_weights(model, &bytes);
-        dist_all_gather(&r->dist, w, bytes);
+        dist_all_gather(&r->dist, ops->working_weights, ops->working_bytes);
     }
 }
 
@@ -531,7 +532,7 @@ static inline void train_report_step(Logger* lg, const TrainRun* r, const Traine
 // the multiple-choice accuracy and the arithmetic accuracy, at every sampling step a sample, at
 // every checkpoint step a checkpoint, and between them one optimizer step of grad_accum
 // micro-batches, gradient clipping and AdamW.
-static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, void* model) {
+static inline void train_run_loop(TrainRun* r, const TrainerOps* ops, GPT2* model) {
     const TrainArgs* a = &r->args;
     const GPT2Config* cfg = r->config;
     if (!(r->adamw.beta2 > 0.0f && r->adamw.eps > 0.0f)) { fatal("train_run_loop: main() set no AdamW betas and eps"); }
