@@ -1,9 +1,8 @@
 /*
 attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at
 FlashAttention-2's design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu
-and attention_backward.cu include it too, to check it against CPU references beside other designs.
-The includer defines first: floatX (float with ENABLE_FP32, else __nv_bfloat16), the macros
-cudaCheck(call) and cudaCheckLaunch() (fatal on a CUDA error), and int ceil_div(long a, long b).
+and attention_backward.cu include it to check it against CPU references. The includer defines floatX
+(float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
 s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
@@ -29,13 +28,10 @@ gradients are bit-identical between runs and between GPUs.
 
 Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past
 HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles move in
-16-byte vectors where HS and the pointers allow ("wide"; else one element at a time), through
-registers: the next tile's loads are issued before the current tile's math and stored into the
-other of two shared buffers after it. Tile products run on tensor cores through WMMA (bf16 in, fp32
-accumulation); the FP32 build runs plain fp32 loops behind the same small functions (fa_load,
-fa_mma, ...). Accumulators stay in fragments between tiles; where an element's row or column
-matters (the rescale, the mask), an index fragment loaded from a tile holding r * 16 + c says
-where each element is, so no code depends on the (unspecified) fragment layout.
+16-byte vectors where HS and the pointers allow ("wide"), through registers: the next tile's loads
+are issued before the current tile's math and stored into the other of two shared buffers after it.
+Tile products run on tensor cores through WMMA (bf16 in, fp32 accumulation), or as fp32 loops behind
+the same small functions (fa_load, fa_mma, ...). Accumulators stay in fragments between tiles.
 What each kernel moves and computes, and its lower-bound time: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
@@ -44,7 +40,6 @@ What each kernel moves and computes, and its lower-bound time: dev/cuda/README.m
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <type_traits>
 #include <cuda_runtime.h>
 
 // tensor cores for bf16 tiles where the GPU has them (sm_80 on); fp32 loops otherwise (the FP32
@@ -106,25 +101,20 @@ __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
 #else
 // The same calls as plain fp32 loops. Accumulator element e of lane l is tile element e * 32 + l
 // (row-major); an A or B operand is only where its tile lies in shared memory, read by the product.
-struct FaRow {};
-struct FaCol {};
+struct FaRow { static constexpr bool col = false; };
+struct FaCol { static constexpr bool col = true; };
 struct FaAcc { static constexpr int num_elements = 8; float x[8]; };
 template <typename L>
 struct FaOperand {
     const floatX* p;
     int ld;
-    __device__ __forceinline__ float at(int r, int c) const {
-        return (float)(std::is_same<L, FaCol>::value ? p[r + c * ld] : p[r * ld + c]);
-    }
+    __device__ __forceinline__ float at(int r, int c) const { return (float)(L::col ? p[r + c * ld] : p[r * ld + c]); }
 };
 template <typename L> using FaA = FaOperand<L>;
 template <typename L> using FaB = FaOperand<L>;
 
 template <typename L>
-__device__ __forceinline__ void fa_load(FaOperand<L>& f, const floatX* p, int ld) {
-    f.p = p;
-    f.ld = ld;
-}
+__device__ __forceinline__ void fa_load(FaOperand<L>& f, const floatX* p, int ld) { f = {p, ld}; }
 template <typename LA, typename LB>
 __device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const FaOperand<LB>& b) {
     for (int e = 0; e < 8; e++) {
@@ -138,9 +128,7 @@ __device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const F
 __device__ __forceinline__ int fa_acc_at(int e, int ld) {
     return (e * 2 + threadIdx.x % 32 / 16) * ld + threadIdx.x % 16;
 }
-__device__ __forceinline__ void fa_zero(FaAcc& d) {
-    for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; }
-}
+__device__ __forceinline__ void fa_zero(FaAcc& d) { for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; } }
 __device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
     for (int e = 0; e < 8; e++) { d.x[e] = p[fa_acc_at(e, ld)]; }
 }
@@ -149,9 +137,9 @@ __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
 }
 #endif
 
-// The row and column of each accumulator element: load, mma and store of one fragment type agree on
-// its layout, so the fragment loaded from a 16 x 16 tile holding r * 16 + c at (r, c) tells, in its
-// element i, where element i of every accumulator lies.
+// Where an element's row or column matters (the rescale, the mask), the fragment loaded from a tile
+// holding r * 16 + c at (r, c) tells, in its element i, where element i of every accumulator lies
+// (load, mma and store agree on the unspecified layout), so no code depends on that layout.
 __device__ __forceinline__ void fa_fill_index_tile(float* tile) {
     for (int e = threadIdx.x; e < 256; e += blockDim.x) { tile[e] = (float)e; }
 }
@@ -175,48 +163,41 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
 // ROWS rows of HSP channels from row t0 on (zero past HS and T), on their way to shared memory:
-// fa_fetch issues the loads of this thread's vectors, fa_put stores them, so the loads of the next
-// tile are in flight during the math on the current one. Not wide: fa_fetch does nothing and fa_put
-// copies one element at a time (a prefetch would cost the registers of both paths).
+// fetch issues the loads of this thread's vectors, put stores them (at dst, leading dimension ld), so
+// the loads of the next tile are in flight during the math on the current one. Not wide: fetch does
+// nothing and put copies one element at a time (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
     static_assert(ROWS * per_row % FA_THREADS == 0, "whole vectors per thread");
     FaVec v[count];
-};
-
-template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_fetch(FaTileRegs<ROWS, HSP>& r, const FaRows& g, int t0) {
-    typedef FaTileRegs<ROWS, HSP> R;
-    if (!g.wide) { return; }
-    FA_UNROLLED
-    for (int i = 0; i < R::count; i++) {
-        int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC, t = t0 + row;
-        if (t < g.T && c < g.HS) {
-            r.v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
-        } else {
-            for (int k = 0; k < FA_VEC; k++) { r.v[i].v[k] = (floatX)0.0f; }
-        }
-    }
-}
-
-// ... into shared memory at dst (leading dimension ld)
-template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* dst, int ld, const FaRows& g, int t0) {
-    typedef FaTileRegs<ROWS, HSP> R;
-    if (g.wide) {
+    __device__ __forceinline__ void fetch(const FaRows& g, int t0) {
+        if (!g.wide) { return; }
         FA_UNROLLED
-        for (int i = 0; i < R::count; i++) {
-            int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC;
-            *(FaVec*)(dst + row * ld + c) = r.v[i];
+        for (int i = 0; i < count; i++) {
+            int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
+            if (t < g.T && c < g.HS) {
+                v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
+            } else {
+                for (int k = 0; k < FA_VEC; k++) { v[i].v[k] = (floatX)0.0f; }
+            }
         }
-        return;
     }
-    for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
-        int row = e / HSP, c = e % HSP, t = t0 + row;
-        dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
+        if (g.wide) {
+            FA_UNROLLED
+            for (int i = 0; i < count; i++) {
+                int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC;
+                *(FaVec*)(dst + row * ld + c) = v[i];
+            }
+            return;
+        }
+        for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
+            int row = e / HSP, c = e % HSP, t = t0 + row;
+            dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
+        }
     }
-}
+};
 
 // keys and values, or queries and dO: two tiles of the same rows, the second stored ROWS rows after
 // the first in shared memory
@@ -224,12 +205,12 @@ template <int ROWS, int HSP>
 struct FaTilePair {
     FaTileRegs<ROWS, HSP> a, b;
     __device__ __forceinline__ void fetch(const FaRows& ga, const FaRows& gb, int t0) {
-        fa_fetch(a, ga, t0);
-        fa_fetch(b, gb, t0);
+        a.fetch(ga, t0);
+        b.fetch(gb, t0);
     }
     __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& ga, const FaRows& gb, int t0) const {
-        fa_put(a, dst, ld, ga, t0);
-        fa_put(b, dst + ROWS * ld, ld, gb, t0);
+        a.put(dst, ld, ga, t0);
+        b.put(dst + ROWS * ld, ld, gb, t0);
     }
 };
 
@@ -318,8 +299,8 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     fa_fill_index_tile(idx_tile);
     {
         FaTileRegs<FA_QUERIES, HSP> qr;
-        fa_fetch(qr, qs, q0);
-        fa_put(qr, Qs, L::LDX, qs, q0);
+        qr.fetch(qs, q0);
+        qr.put(Qs, L::LDX, qs, q0);
     }
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     kv.fetch(ks, vs, 0);
@@ -671,18 +652,17 @@ struct FaConfig {
     decltype(&flash_forward_kernel<16>) forward;
     decltype(&flash_backward_kv_kernel<16>) backward_kv;
     decltype(&flash_backward_dq_kernel<16>) backward_dq;
-    bool smem_allowed;  // the shared memory above 48 KiB is allowed once per kernel
 };
 template <int HSP>
 static FaConfig fa_config() {
     return {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
-            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>, false};
+            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 }
 
 // the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
-static FaConfig* flash_config(int HS) {
-    static FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
-    for (FaConfig& k : table) {
+static const FaConfig* flash_config(int HS) {
+    static const FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
+    for (const FaConfig& k : table) {
         if (HS >= 1 && HS <= k.hsp) { return &k; }
     }
     return NULL;
@@ -690,14 +670,12 @@ static FaConfig* flash_config(int HS) {
 
 // whether the kernels take head size HS (no GPU needed): 0 and a reason (one line) if not
 static int flash_head_size_supported(int HS, char* why, size_t cap) {
-    if (flash_config(HS) == NULL) {
-        snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
-        return 0;
-    }
-    return 1;
+    if (flash_config(HS) != NULL) { return 1; }
+    snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
+    return 0;
 }
 
-// ... and on this GPU (their shared memory per block)
+// ... and on this GPU (their shared memory per block); if so, allows the kernels that shared memory
 static int flash_attention_supported(int HS, char* why, size_t cap) {
     if (!flash_head_size_supported(HS, why, cap)) { return 0; }
     const FaConfig* k = flash_config(HS);
@@ -705,11 +683,14 @@ static int flash_attention_supported(int HS, char* why, size_t cap) {
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     size_t need = k->fwd_smem > k->bwd_smem ? k->fwd_smem : k->bwd_smem;
-    if (need > (size_t)limit) {
-        snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
-        return 0;
+    if (need <= (size_t)limit) {
+        const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+        cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
+        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
+        return 1;
     }
-    return 1;
+    snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
+    return 0;
 }
 
 // the dQ splits of the backward pass: enough blocks for FA_BACKWARD_BLOCKS, at most half the key
@@ -720,14 +701,12 @@ static inline int flash_dq_splits(int BNH, int T) {
 }
 
 // the fp32 floats of the dQ accumulator a backward pass at (B, T) with nsplits splits needs:
-// (nsplits, B*NH, T padded to whole query steps, HS padded)
+// (nsplits, B*NH, T padded to whole query steps, HS padded); _upto: enough for every batch size up
+// to B with flash_dq_splits (fewer rows may take more splits; a shorter T takes no more)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
     const FaConfig* k = flash_config(HS);
     return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
-
-// ... enough for any backward pass at up to (B, T) with flash_dq_splits (fewer rows may take more
-// splits; T at most T takes no more)
 static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
     size_t most = 0;
     for (int b = 1; b <= B; b++) {
@@ -737,28 +716,16 @@ static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
     return most;
 }
 
-// the configuration of head size HS, its kernels allowed their shared memory, and whether the
-// kernels may use 16-byte accesses (HS a whole number of vectors, the n tensors p aligned)
-static FaConfig* flash_prepare(int HS, const void* const* p, int n, bool* wide) {
-    FaConfig* k = flash_config(HS);
-    if (!k->smem_allowed) {
-        const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
-        cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
-        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
-        k->smem_allowed = true;
-    }
-    *wide = HS % FA_VEC == 0;
-    for (int i = 0; i < n; i++) { *wide = *wide && (uintptr_t)p[i] % 16 == 0; }
-    return k;
-}
+// whether the kernels may use 16-byte accesses: HS a whole number of vectors, every tensor p aligned
+template <typename... P>
+static bool flash_wide(int HS, const P*... p) { return HS % FA_VEC == 0 && (((uintptr_t)p % 16 == 0) && ...); }
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C). HS = C / NH must be supported
 // (flash_attention_supported; callers check once at start-up).
 static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
-    const void* ptrs[] = {out, qkv};
-    bool wide;
-    const FaConfig* k = flash_prepare(HS, ptrs, 2, &wide);
+    bool wide = flash_wide(HS, out, qkv);
+    const FaConfig* k = flash_config(HS);
     auto forward = k->forward;
     dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
     float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
@@ -771,9 +738,8 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
 static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int C, int NH, int nsplits) {
     int HS = C / NH;
-    const void* ptrs[] = {dqkv, dout, qkv, out};
-    bool wide;
-    const FaConfig* k = flash_prepare(HS, ptrs, 4, &wide);
+    bool wide = flash_wide(HS, dqkv, dout, qkv, out);
+    const FaConfig* k = flash_config(HS);
     auto backward_kv = k->backward_kv;
     auto backward_dq = k->backward_dq;
     flash_backward_dot_kernel<<<ceil_div((long)B * T * NH, 256), 256>>>(D, dout, out, B, T, NH, HS, wide);
