@@ -27,16 +27,14 @@ sums the slices in split order. nsplits depends on B*NH and T only, never on the
 gradients are bit-identical between runs and between GPUs.
 
 Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past
-HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles move in
-16-byte vectors where HS and the pointers allow ("wide"), through registers: the next tile's loads
-are issued before the current tile's math and stored into the other of two shared buffers after it.
-Tile products run on tensor cores through WMMA (bf16 in, fp32 accumulation), or as fp32 loops behind
-the same small functions (fa_load, fa_mma, ...). Accumulators stay in fragments between tiles.
+HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles are double
+buffered in shared memory; tile products run on tensor cores (WMMA: bf16 in, fp32 accumulation).
 What each kernel moves and computes, and its lower-bound time: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
 
+#include <algorithm>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,13 +47,11 @@ What each kernel moves and computes, and its lower-bound time: dev/cuda/README.m
 #include <mma.h>
 #endif
 
-// nvcc only: loops over fragments or registers unroll fully; FA_ROLLED keeps a loop over
-// shared-memory tiles rolled (the compiler would hoist every tile's loads at once: registers)
+// nvcc only: FA_ROLLED keeps a loop over shared-memory tiles rolled (unrolled, the compiler would
+// hoist every tile's loads at once: registers); the loops over fragments or registers unroll fully
 #ifdef __CUDACC__
-#define FA_UNROLLED _Pragma("unroll")
 #define FA_ROLLED _Pragma("unroll 1")
 #else
-#define FA_UNROLLED
 #define FA_ROLLED
 #endif
 
@@ -158,8 +154,7 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 // ----------------------------------------------------------------------------
 // tiles between global and shared memory
 
-// one head's rows in global memory: row t at p + t * stride, HS channels, T rows; wide: 16-byte
-// vectors (HS a multiple of FA_VEC, pointers 16-byte aligned)
+// one head's rows in global memory: row t < T at p + t * stride, HS channels; wide: see flash_wide
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
 // ROWS rows of HSP channels from row t0 on (zero past HS and T), on their way to shared memory:
@@ -173,7 +168,6 @@ struct FaTileRegs {
     FaVec v[count];
     __device__ __forceinline__ void fetch(const FaRows& g, int t0) {
         if (!g.wide) { return; }
-        FA_UNROLLED
         for (int i = 0; i < count; i++) {
             int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
             if (t < g.T && c < g.HS) {
@@ -185,7 +179,6 @@ struct FaTileRegs {
     }
     __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
         if (g.wide) {
-            FA_UNROLLED
             for (int i = 0; i < count; i++) {
                 int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC;
                 *(FaVec*)(dst + row * ld + c) = v[i];
@@ -199,8 +192,7 @@ struct FaTileRegs {
     }
 };
 
-// keys and values, or queries and dO: two tiles of the same rows, the second stored ROWS rows after
-// the first in shared memory
+// two tiles of the same rows (keys and values, or queries and dO), the second ROWS rows after the first
 template <int ROWS, int HSP>
 struct FaTilePair {
     FaTileRegs<ROWS, HSP> a, b;
@@ -250,24 +242,22 @@ __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
 // ----------------------------------------------------------------------------
 // forward
 
-// tile sizes and shared memory (byte offsets) of the forward kernel at padded head size HSP: the
-// block's queries, two buffers of (keys, values), per warp its scores (fp32) and probabilities
-// (floatX), a factor per row, the index tile. Smaller key tiles at 128, so that the tiles fit.
+// the forward's tile sizes and shared memory (byte offsets): the block's queries, two (keys, values)
+// buffers, per warp its scores (fp32) and probabilities (floatX), a factor per row, the index tile
 template <int HSP>
 struct FaFwd {
     static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
-    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile
+    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile (fewer at 128, so that the tiles fit)
     static constexpr int min_blocks = HSP <= 64 ? 3 : 2;   // blocks per SM the registers must allow
     static constexpr int LDX = HSP + 8, LDS = BC + 8, LDP = BC + 8, LDO = HSP + 4;  // leading dimensions
-    static constexpr size_t q = 0;
-    static constexpr size_t kv = q + fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // [buffer][k, v]
+    static constexpr size_t q = 0, kv = fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // kv: [buffer][k, v]
     static constexpr size_t s = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX));
     static constexpr size_t p = s + fa_round((size_t)FA_QUERIES * LDS * sizeof(float));
     static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
     static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
     static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
     // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers after the loop
-    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits the (k, v) buffers");
+    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
 };
 
 // Block (b * NH + h, query tile counted from the last); 4 warps of 16 query rows, key tiles of BC
@@ -417,17 +407,15 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
     D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-// tile sizes and shared memory (byte offsets) of the dK/dV kernel at padded head size HSP: the
-// block's keys and values; two buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x
-// queries, floatX); the index tile. At 128: query steps of 16, K and V read from shared memory.
+// the dK/dV kernel's tile sizes and shared memory (byte offsets): the block's keys and values; two
+// buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x queries, floatX); the index tile
 template <int HSP>
 struct FaBwd {
     static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
     static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
     static constexpr bool kv_in_registers = HSP <= 64;  // the warp's K and V rows as fragments
     static constexpr int LDX = HSP + 8, LDP = BQ + 8, LDO = HSP + 4;
-    static constexpr size_t kv = 0;  // keys, then values
-    static constexpr size_t qdo = kv + fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
+    static constexpr size_t kv = 0, qdo = fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
     static constexpr size_t stats = qdo + fa_round((size_t)4 * BQ * LDX * sizeof(floatX));   // [buffer][lse log2, D]
     static constexpr size_t pt = stats + fa_round((size_t)4 * BQ * sizeof(float));           // P^T, then dS^T
     static constexpr size_t idx = pt + fa_round((size_t)2 * FA_KEYS * LDP * sizeof(floatX));
@@ -436,35 +424,32 @@ struct FaBwd {
     static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging fits the (k, v) tiles");
 };
 
-// a query step of the dK/dV kernel on its way to shared memory: q and dO rows [q0, q0 + BQ), and
-// for threads 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query,
-// into buffer u of the (q, dO) tiles QD and of the (lse, D) rows ST
+// a query step on its way to buffer u of QD and ST: q and dO rows [q0, q0 + BQ), and for threads
+// 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query
 template <int BQ, int HSP>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
-    __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse_h, const float* D_h,
+    __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse, const float* D,
                                           int q0) {
         qdo.fetch(qs, dos, q0);
         int t = q0 + threadIdx.x % BQ;
         if (threadIdx.x < BQ) {
-            stat = t < qs.T ? lse_h[t] * FA_LOG2E : INFINITY;
+            stat = t < qs.T ? lse[t] * FA_LOG2E : INFINITY;
         } else if (threadIdx.x < 2 * BQ) {
-            stat = t < qs.T ? D_h[t] : 0.0f;
+            stat = t < qs.T ? D[t] : 0.0f;
         }
     }
-    __device__ __forceinline__ void put(floatX* QD, float* ST, int ldx, int u, const FaRows& qs, const FaRows& dos,
+    __device__ __forceinline__ void put(floatX* QD, float* ST, int ld, int u, const FaRows& qs, const FaRows& dos,
                                         int q0) {
-        qdo.put(QD + 2 * u * BQ * ldx, ldx, qs, dos, q0);
+        qdo.put(QD + 2 * u * BQ * ld, ld, qs, dos, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
 
 // Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head in turn, each
-// walking the query steps from the diagonal to the end; per warp 16 keys. S^T, dP^T, P^T and dS^T
-// per 16 queries; dV and dK accumulate in fragments over the steps. Then the block's dQ = dS K for
-// the step goes into its own fp32 slice of dq_acc (stored at its first key tile, added at later
-// ones), the dQ fragments shared among the warps; flash_backward_dq_kernel sums the slices.
+// walking the query steps from the diagonal to the end; per warp 16 keys, dV and dK in fragments.
+// Per step, dQ = dS K goes into the block's slice of dq_acc (stored at its first key tile, then added).
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
@@ -606,9 +591,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     }
 }
 
-// dQ = the sum over the splits of dq_acc, in split order, into dqkv (channels h*HS): one thread per
-// FA_VEC channels of a (b, h, t) row. Row t holds contributions of the splits whose first key tile
-// is at or before it: splits 0 .. min(nsplits, t / FA_KEYS + 1) - 1.
+// dQ = the sum of the dq_acc slices in split order, one thread per FA_VEC channels of a (b, h, t) row:
+// the splits whose first key tile is at or before t, 0 .. min(nsplits, t / FA_KEYS + 1) - 1
 template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
@@ -620,8 +604,7 @@ __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int 
     int t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
     if (c >= HS) { return; }
     int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
-    float sum[FA_VEC];
-    for (int k = 0; k < FA_VEC; k++) { sum[k] = 0.0f; }
+    float sum[FA_VEC] = {};
     for (int s = 0; s < splits; s++) {
         const float4* a = (const float4*)(dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c);
         for (int k = 0; k < FA_VEC / 4; k++) {
@@ -682,7 +665,7 @@ static int flash_attention_supported(int HS, char* why, size_t cap) {
     int dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    size_t need = k->fwd_smem > k->bwd_smem ? k->fwd_smem : k->bwd_smem;
+    size_t need = std::max(k->fwd_smem, k->bwd_smem);
     if (need <= (size_t)limit) {
         const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
         cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
@@ -708,12 +691,9 @@ static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nspli
     return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
 static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
-    size_t most = 0;
-    for (int b = 1; b <= B; b++) {
-        size_t n = flash_dq_acc_floats(b, NH, T, HS, flash_dq_splits(b * NH, T));
-        most = n > most ? n : most;
-    }
-    return most;
+    int slices = 0;  // the most of batch size times splits
+    for (int b = 1; b <= B; b++) { slices = std::max(slices, b * flash_dq_splits(b * NH, T)); }
+    return flash_dq_acc_floats(slices, NH, T, HS, 1);
 }
 
 // whether the kernels may use 16-byte accesses: HS a whole number of vectors, every tensor p aligned
