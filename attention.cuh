@@ -101,18 +101,17 @@ struct FaRow { static constexpr bool col = false; };
 struct FaCol { static constexpr bool col = true; };
 struct FaAcc { static constexpr int num_elements = 8; float x[8]; };
 template <typename L>
-struct FaOperand {
+struct FaA {
     const floatX* p;
     int ld;
     __device__ __forceinline__ float at(int r, int c) const { return (float)(L::col ? p[r + c * ld] : p[r * ld + c]); }
 };
-template <typename L> using FaA = FaOperand<L>;
-template <typename L> using FaB = FaOperand<L>;
+template <typename L> using FaB = FaA<L>;
 
 template <typename L>
-__device__ __forceinline__ void fa_load(FaOperand<L>& f, const floatX* p, int ld) { f = {p, ld}; }
+__device__ __forceinline__ void fa_load(FaA<L>& f, const floatX* p, int ld) { f = {p, ld}; }
 template <typename LA, typename LB>
-__device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const FaOperand<LB>& b) {
+__device__ __forceinline__ void fa_mma(FaAcc& d, const FaA<LA>& a, const FaA<LB>& b) {
     for (int e = 0; e < 8; e++) {
         int i = e * 32 + threadIdx.x % 32, r = i >> 4, c = i & 15;
         float sum = d.x[e];
