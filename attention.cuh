@@ -67,10 +67,10 @@ What each kernel moves and computes, and its lower-bound time: dev/cuda/README.m
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
-// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 probabilities of a row
+// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 scores or probabilities of a row
 #define FA_VEC ((int)(16 / sizeof(floatX)))
 struct alignas(16) FaVec { floatX v[FA_VEC]; };
-struct alignas(4 * sizeof(floatX)) FaQuad { floatX v[4]; };
+template <typename F> struct alignas(4 * sizeof(F)) FaQuad { F v[4]; };
 
 // ----------------------------------------------------------------------------
 // tile products: a 16 x 16 fp32 accumulator += A (16 x 16) . B (16 x 16), one warp
@@ -132,9 +132,8 @@ __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
 }
 #endif
 
-// Where an element's row or column matters (the rescale, the mask), the fragment loaded from a tile
-// holding r * 16 + c at (r, c) tells, in its element i, where element i of every accumulator lies
-// (load, mma and store agree on the unspecified layout), so no code depends on that layout.
+// A fragment's layout is unspecified, but load, mma and store agree on it: the fragment loaded from a tile
+// holding r * 16 + c at (r, c) tells in its element i where element i of every accumulator lies.
 __device__ __forceinline__ void fa_fill_index_tile(float* tile) {
     for (int e = threadIdx.x; e < 256; e += blockDim.x) { tile[e] = (float)e; }
 }
@@ -156,10 +155,9 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 // one head's rows in global memory: row t < T at p + t * stride, HS channels; wide: see flash_wide
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
-// ROWS rows of HSP channels from row t0 on (zero past HS and T), on their way to shared memory:
-// fetch issues the loads of this thread's vectors, put stores them (at dst, leading dimension ld), so
-// the loads of the next tile are in flight during the math on the current one. Not wide: fetch does
-// nothing and put copies one element at a time (a prefetch would cost the registers of both paths).
+// ROWS rows of HSP channels from row t0 on (zero past HS and T) on their way to shared memory: fetch
+// issues this thread's vector loads before the math on the current tile, put stores them (at dst, leading
+// dimension ld) after it. Not wide: put copies elements (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -331,10 +329,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         const float* Srow = S + rr * L::LDS;
         for (int i = 0; i < BC / 8; i++) {
             int col = 8 * i + 4 * half;
-            float4 a = *(const float4*)(Srow + col);
-            float a4[4] = {a.x, a.y, a.z, a.w};
+            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
             for (int e = 0; e < 4; e++) {
-                if (k0 + col + e <= t) { mx = fmaxf(mx, a4[e]); }
+                if (k0 + col + e <= t) { mx = fmaxf(mx, a.v[e]); }
             }
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)) * scale_log2;
@@ -342,15 +339,14 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         float corr = exp2f(m_run - m_new), sum = 0.0f;
         for (int i = 0; i < BC / 8; i++) {
             int col = 8 * i + 4 * half;
-            float4 a = *(const float4*)(Srow + col);
-            float a4[4] = {a.x, a.y, a.z, a.w};
-            FaQuad pq;
+            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
+            FaQuad<floatX> pq;
             for (int e = 0; e < 4; e++) {
-                float p = k0 + col + e <= t ? exp2f(a4[e] * scale_log2 - m_new) : 0.0f;
+                float p = k0 + col + e <= t ? exp2f(a.v[e] * scale_log2 - m_new) : 0.0f;
                 pq.v[e] = (floatX)p;
                 sum += p;
             }
-            *(FaQuad*)(P + rr * L::LDP + col) = pq;
+            *(FaQuad<floatX>*)(P + rr * L::LDP + col) = pq;
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         l_run = l_run * corr + sum;
@@ -682,9 +678,8 @@ static inline int flash_dq_splits(int BNH, int T) {
     return want < most ? want : most;
 }
 
-// the fp32 floats of the dQ accumulator a backward pass at (B, T) with nsplits splits needs:
-// (nsplits, B*NH, T padded to whole query steps, HS padded); _upto: enough for every batch size up
-// to B with flash_dq_splits (fewer rows may take more splits; a shorter T takes no more)
+// the floats of dq_acc at (B, T) and nsplits: (nsplits, B*NH, T padded to whole query steps, HSP); _upto:
+// enough for every batch size up to B with flash_dq_splits (fewer rows may take more splits; a shorter T no more)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
     const FaConfig* k = flash_config(HS);
     return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
@@ -699,8 +694,7 @@ static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
 template <typename... P>
 static bool flash_wide(int HS, const P*... p) { return HS % FA_VEC == 0 && (((uintptr_t)p % 16 == 0) && ...); }
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C). HS = C / NH must be supported
-// (flash_attention_supported; callers check once at start-up).
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); callers check flash_attention_supported once first
 static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
     bool wide = flash_wide(HS, out, qkv);
