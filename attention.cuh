@@ -406,7 +406,6 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
 // buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x queries, floatX); the index tile
 template <int HSP>
 struct FaBwd {
-    static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
     static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
     static constexpr bool kv_in_registers = HSP <= 64;  // the warp's K and V rows as fragments
     static constexpr int LDX = HSP + 8, LDP = BQ + 8, LDO = HSP + 4;
@@ -425,19 +424,17 @@ template <int BQ, int HSP>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
-    __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse, const float* D,
-                                          int q0) {
-        qdo.fetch(qs, dos, q0);
+    __device__ __forceinline__ void fetch(const FaRows& q, const FaRows& dO, const float* lse, const float* D, int q0) {
+        qdo.fetch(q, dO, q0);
         int t = q0 + threadIdx.x % BQ;
         if (threadIdx.x < BQ) {
-            stat = t < qs.T ? lse[t] * FA_LOG2E : INFINITY;
+            stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY;
         } else if (threadIdx.x < 2 * BQ) {
-            stat = t < qs.T ? D[t] : 0.0f;
+            stat = t < q.T ? D[t] : 0.0f;
         }
     }
-    __device__ __forceinline__ void put(floatX* QD, float* ST, int ld, int u, const FaRows& qs, const FaRows& dos,
-                                        int q0) {
-        qdo.put(QD + 2 * u * BQ * ld, ld, qs, dos, q0);
+    __device__ __forceinline__ void put(floatX* QD, float* ST, int u, const FaRows& q, const FaRows& dO, int q0) {
+        qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, q, dO, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
@@ -490,7 +487,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         }
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
-        next.put(QD, ST, L::LDX, 0, qs, dos, k0);
+        next.put(QD, ST, 0, qs, dos, k0);
         __syncthreads();
         FaAcc idx, dk[NF], dv[NF];
         fa_load_acc(idx, idx_tile, 16);
@@ -552,7 +549,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
                     fa_mma(dk[c], da, qb);
                 }
             }
-            if (more) { next.put(QD, ST, L::LDX, u ^ 1, qs, dos, q0 + BQ); }
+            if (more) { next.put(QD, ST, u ^ 1, qs, dos, q0 + BQ); }
             __syncthreads();  // every warp's dS^T rows are in place (and the next query step)
             // dQ (+)= dS K: this warp's FPW fragments of the BQ x HSP tile, all in query rows 16 qb..
             {
