@@ -671,8 +671,7 @@ static int flash_attention_supported(int HS, char* why, size_t cap) {
 // the dQ splits of the backward pass: enough blocks for FA_BACKWARD_BLOCKS, at most half the key
 // tiles (rounded up: every block gets two key tiles where there are two)
 static inline int flash_dq_splits(int BNH, int T) {
-    int nkt = ceil_div(T, FA_KEYS), most = (nkt + 1) / 2, want = ceil_div(FA_BACKWARD_BLOCKS, BNH);
-    return want < most ? want : most;
+    return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
 }
 
 // the floats of dq_acc at (B, T) and nsplits: (nsplits, B*NH, T padded to whole query steps, HSP); _upto:
