@@ -1,35 +1,32 @@
 /*
-attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at
-FlashAttention-2's design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu
-and attention_backward.cu include it to check it against CPU references. The includer defines floatX
-(float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
+attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at FlashAttention-2's
+design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu and attention_backward.cu
+include it to check it against CPU references. The includer defines floatX (float with ENABLE_FP32, else
+__nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
 s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
 So the forward pass saves (B, NH, T) floats, and no kernel holds more of the T x T matrix than a tile.
 
-Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams
-the keys and values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its
-rows, then the online softmax (log2 units: s scaled by log2(e) / sqrt(HS); keys after the query
-masked), two lanes per row:
+Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams the keys and
+values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its rows, then the online softmax
+(log2 units: s scaled by log2(e) / sqrt(HS); keys after the query masked), two lanes per row:
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
 and at the end out = O / l, lse = (m + log2 l) ln 2. The blocks with the most key tiles start first.
 
-Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and
-walks the query tiles from the diagonal on with FlashAttention-2's five tile products
-(flash_backward_kv_kernel):
+Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
+tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles
-that other blocks own: without atomics, each block adds into an fp32 slice of dq_acc that only it
-writes (split s owns the key tiles s, s + nsplits, ... of its head), and flash_backward_dq_kernel
-sums the slices in split order. nsplits depends on B*NH and T only, never on the GPU, so the
-gradients are bit-identical between runs and between GPUs.
+dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles that other blocks
+own: without atomics, each block adds into an fp32 slice of dq_acc that only it writes (split s owns the key tiles
+s, s + nsplits, ... of its head), and flash_backward_dq_kernel sums the slices in split order. nsplits depends on
+B*NH and T only, never on the GPU, so the gradients are bit-identical between runs and between GPUs.
 
-Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past
-HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles are double
-buffered in shared memory; tile products run on tensor cores (WMMA: bf16 in, fp32 accumulation).
-What each kernel moves and computes, and its lower-bound time: dev/cuda/README.md.
+Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS are zero on load
+and never stored), so tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile
+products run on tensor cores (WMMA: bf16 in, fp32 accumulation). What each kernel moves and computes, and its
+lower-bound time: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
