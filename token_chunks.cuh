@@ -1,7 +1,6 @@
 /*
-token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient (wte_backward, whose
-comment says why): the work list, made from the tokens alone on the host while the GPU runs the
-forward pass, and its upload. It needs cuda_common.cuh (pinned and device allocation).
+token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient: the work list that
+wte_backward's comment describes, made on the host and uploaded.
 */
 #ifndef TOKEN_CHUNKS_CUH
 #define TOKEN_CHUNKS_CUH

@@ -928,9 +928,8 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
-// (block_forward, and the backward's recompute); the backward where cuBLASLt runs no fused DGELU
-// epilogue for a shape (see matmul_backward_input).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward, and the
+// backward where no fused DGELU epilogue runs (matmul_backward_input).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
@@ -991,10 +990,9 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 // Each becomes a MatmulSpec for matmul_lt (matmul_lt.cuh).
 #include "matmul_lt.cuh"
 
-// The fused GELU backward epilogue, on by default; test_gpt2cu sets 0 to check the GELU kernel
-// path as well. cuBLASLt documents that the leading dimension of the GELU pre-activation (the aux
-// matrix, 4C elements) must be a multiple of 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD): true for
-// even C only (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
+// The fused GELU backward epilogue (test_gpt2cu sets 0 to check the GELU kernel path too), tried
+// only where the GELU pre-activation's leading dimension (4C) is a multiple of 8, as cuBLASLt
+// documents for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: even C (-e d2c63h7 has 4C = 252).
 static int gelu_fusion = 1;
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
