@@ -140,9 +140,13 @@ struct LnStats {
     float mean, rstd;
 };
 
-// mean and rstd of a held row (every lane gets them): two passes over the registers
-template <int W>
-__device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, int C, int lane) {
+// mean and rstd of the held row `row` (every lane gets them): two passes over the registers, saved
+// by lane 0 at mean[row], rstd[row]. SAVED: read from there instead (the backward's recompute, -r 2,
+// which then rebuilds the forward's outputs bit for bit).
+template <int W, bool SAVED>
+__device__ __forceinline__ LnStats ln_row_stats(const HeldRow<floatX, W>& h, float* mean_out, float* rstd_out, int row,
+                                                int C, int lane) {
+    if (SAVED) { return LnStats{mean_out[row], rstd_out[row]}; }
     float sum = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> v = held(h, k, i);
@@ -155,6 +159,7 @@ __device__ __forceinline__ LnStats held_row_stats(const HeldRow<floatX, W>& h, i
         for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
     });
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
+    if (lane == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }
     return LnStats{mean, rstd};
 }
 
@@ -171,17 +176,14 @@ __device__ __forceinline__ void ln_row_out(floatX* out, const HeldRow<floatX, W>
     });
 }
 
-// the row read once (held), out written once. SAVED: the backward's recompute (-r 2) reads mean and
-// rstd instead of computing them and rebuilds out bit for bit.
+// the row read once (held), out written once; SAVED: see ln_row_stats
 template <int W, bool SAVED = false>
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                          const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
-    LnStats st = SAVED ? LnStats{mean[r], rstd[r]} : held_row_stats<W>(x, C, lane);
-    ln_row_out<W>(out + (size_t)r * C, x, st, w, b, C, lane);
-    if (lane == 0 && !SAVED) { mean[r] = st.mean; rstd[r] = st.rstd; }
+    ln_row_out<W>(out + (size_t)r * C, x, ln_row_stats<W, SAVED>(x, mean, rstd, r, C, lane), w, b, C, lane);
 }
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
@@ -461,16 +463,15 @@ typedef struct {
 // The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its
 // statistics are taken over the values stored, as rounded, which the backward pass normalises
 // again), u and the six statistics. a_out may be NULL (the final merge and the recompute need no
-// a). SAVED: the backward's recompute (-r 2) reads the six statistics from st and rebuilds r and u
-// bit for bit, whichever forward kernel made them at either width (the width orders only the sums
-// of the statistics).
+// a). SAVED (ln_row_stats): r and u rebuilt bit for bit, whichever forward kernel made them at
+// either width (the width orders only the sums of the statistics).
 template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
                                   int C, int lane) {
     size_t o = (size_t)row * C;
-    LnStats x_st = SAVED ? LnStats{st.x_mean[row], st.x_rstd[row]} : held_row_stats<W>(x, C, lane);
-    LnStats y_st = SAVED ? LnStats{st.y_mean[row], st.y_rstd[row]} : held_row_stats<W>(y, C, lane);
+    LnStats x_st = ln_row_stats<W, SAVED>(x, st.x_mean, st.x_rstd, row, C, lane);
+    LnStats y_st = ln_row_stats<W, SAVED>(y, st.y_mean, st.y_rstd, row, C, lane);
     HeldRow<floatX, W> r = {};
     r.row = r_out + o;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
@@ -486,16 +487,7 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
         store_pack<W>(r_out + o + i, rv);
         hold(r, k, rv);
     });
-    LnStats r_st = SAVED ? LnStats{st.mean[row], st.rstd[row]} : held_row_stats<W>(r, C, lane);
-    ln_row_out<W>(u_out + o, r, r_st, p.w, p.b, C, lane);
-    if (lane == 0 && !SAVED) {
-        st.x_mean[row] = x_st.mean;
-        st.x_rstd[row] = x_st.rstd;
-        st.y_mean[row] = y_st.mean;
-        st.y_rstd[row] = y_st.rstd;
-        st.mean[row] = r_st.mean;
-        st.rstd[row] = r_st.rstd;
-    }
+    ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.mean, st.rstd, row, C, lane), p.w, p.b, C, lane);
 }
 
 template <int W, bool SAVED = false>
