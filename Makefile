@@ -166,9 +166,8 @@ data/arithmetic: dev/data/arithmetic
 # (every mode, both precisions), a repeat and a resume bit for bit, checkpoints between the two
 # trainers, the command line: the GPU-free stages of dev/gpu_check.sh (logs in tests/bin/gpu_check_layer)
 #
-# test-lt-fault: cuBLASLt algorithms that fail at run time (tests/lt_fault.cpp in front of the
-# layer's cuBLASLt): test_gpt2cu (FP32) must pass with the GELU kernels instead of a failing fused
-# epilogue, and with the second of two offered algorithms when the first fails (tests/test_lt_fault.sh)
+# test-lt-fault: cuBLASLt refusing the fused GELU epilogues (tests/lt_fault.cpp in front of the
+# layer's cuBLASLt): test_gpt2cu (FP32) must pass with the GELU kernel instead (tests/test_lt_fault.sh)
 ifneq ($(CUDA_INCLUDE),)
 test-cu-training: train_gpt2 tests/bin/mkshard tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
 	WERROR=$(WERROR) OUT=tests/bin/gpu_check_layer bash dev/gpu_check.sh --layer

@@ -1,50 +1,40 @@
 /*
-attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at
-FlashAttention-2's design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu
-and attention_backward.cu include it too, to check it against CPU references beside other designs.
-The includer defines first: floatX (float with ENABLE_FP32, else __nv_bfloat16), the macros
-cudaCheck(call) and cudaCheckLaunch() (fatal on a CUDA error), and int ceil_div(long a, long b).
+attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at FlashAttention-2's
+design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu and attention_backward.cu
+include it to check it against CPU references. The includer defines floatX (float with ENABLE_FP32, else
+__nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
 s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
 So the forward pass saves (B, NH, T) floats, and no kernel holds more of the T x T matrix than a tile.
 
-Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams
-the keys and values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its
-rows, then the online softmax (log2 units: s scaled by log2(e) / sqrt(HS); keys after the query
-masked), two lanes per row:
+Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams the keys and
+values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its rows, then the online softmax
+(log2 units: s scaled by log2(e) / sqrt(HS); keys after the query masked), two lanes per row:
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
 and at the end out = O / l, lse = (m + log2 l) ln 2. The blocks with the most key tiles start first.
 
-Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and
-walks the query tiles from the diagonal on with FlashAttention-2's five tile products
-(flash_backward_kv_kernel):
+Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
+tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles
-that other blocks own: without atomics, each block adds into an fp32 slice of dq_acc that only it
-writes (split s owns the key tiles s, s + nsplits, ... of its head), and flash_backward_dq_kernel
-sums the slices in split order. nsplits depends on B*NH and T only, never on the GPU, so the
-gradients are bit-identical between runs and between GPUs.
+dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles that other blocks
+own: without atomics, each block adds into an fp32 slice of dq_acc that only it writes (split s owns the key tiles
+s, s + nsplits, ... of its head), and flash_backward_dq_kernel sums the slices in split order. nsplits depends on
+B*NH and T only, never on the GPU, so the gradients are bit-identical between runs and between GPUs.
 
-Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past
-HS are zero on load and never stored), so tile sizes are compile-time constants. Tiles move in
-16-byte vectors where HS and the pointers allow ("wide"; else one element at a time), through
-registers: the next tile's loads are issued before the current tile's math and stored into the
-other of two shared buffers after it. Tile products run on tensor cores through WMMA (bf16 in, fp32
-accumulation); the FP32 build runs plain fp32 loops behind the same small functions (fa_load,
-fa_mma, ...). Accumulators stay in fragments between tiles; where an element's row or column
-matters (the rescale, the mask), an index fragment loaded from a tile holding r * 16 + c says
-where each element is, so no code depends on the (unspecified) fragment layout.
-What each kernel moves and computes, and its lower-bound time: dev/cuda/README.md.
+Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS are zero on load
+and never stored), so tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile
+products run on tensor cores (WMMA: bf16 in, fp32 accumulation). What each kernel moves and computes, and its
+lower-bound time: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
 
+#include <algorithm>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <type_traits>
 #include <cuda_runtime.h>
 
 // tensor cores for bf16 tiles where the GPU has them (sm_80 on); fp32 loops otherwise (the FP32
@@ -54,13 +44,11 @@ What each kernel moves and computes, and its lower-bound time: dev/cuda/README.m
 #include <mma.h>
 #endif
 
-// nvcc only: loops over fragments or registers unroll fully; FA_ROLLED keeps a loop over
-// shared-memory tiles rolled (the compiler would hoist every tile's loads at once: registers)
+// nvcc only: FA_ROLLED keeps a loop over shared-memory tiles rolled (unrolled, the compiler would
+// hoist every tile's loads at once: registers); the loops over fragments or registers unroll fully
 #ifdef __CUDACC__
-#define FA_UNROLLED _Pragma("unroll")
 #define FA_ROLLED _Pragma("unroll 1")
 #else
-#define FA_UNROLLED
 #define FA_ROLLED
 #endif
 
@@ -76,10 +64,10 @@ What each kernel moves and computes, and its lower-bound time: dev/cuda/README.m
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
-// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 probabilities of a row
+// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 scores or probabilities of a row
 #define FA_VEC ((int)(16 / sizeof(floatX)))
 struct alignas(16) FaVec { floatX v[FA_VEC]; };
-struct alignas(4 * sizeof(floatX)) FaQuad { floatX v[4]; };
+template <typename F> struct alignas(4 * sizeof(F)) FaQuad { F v[4]; };
 
 // ----------------------------------------------------------------------------
 // tile products: a 16 x 16 fp32 accumulator += A (16 x 16) . B (16 x 16), one warp
@@ -106,27 +94,21 @@ __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
 #else
 // The same calls as plain fp32 loops. Accumulator element e of lane l is tile element e * 32 + l
 // (row-major); an A or B operand is only where its tile lies in shared memory, read by the product.
-struct FaRow {};
-struct FaCol {};
+struct FaRow { static constexpr bool col = false; };
+struct FaCol { static constexpr bool col = true; };
 struct FaAcc { static constexpr int num_elements = 8; float x[8]; };
 template <typename L>
-struct FaOperand {
+struct FaA {
     const floatX* p;
     int ld;
-    __device__ __forceinline__ float at(int r, int c) const {
-        return (float)(std::is_same<L, FaCol>::value ? p[r + c * ld] : p[r * ld + c]);
-    }
+    __device__ __forceinline__ float at(int r, int c) const { return (float)(L::col ? p[r + c * ld] : p[r * ld + c]); }
 };
-template <typename L> using FaA = FaOperand<L>;
-template <typename L> using FaB = FaOperand<L>;
+template <typename L> using FaB = FaA<L>;
 
 template <typename L>
-__device__ __forceinline__ void fa_load(FaOperand<L>& f, const floatX* p, int ld) {
-    f.p = p;
-    f.ld = ld;
-}
+__device__ __forceinline__ void fa_load(FaA<L>& f, const floatX* p, int ld) { f = {p, ld}; }
 template <typename LA, typename LB>
-__device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const FaOperand<LB>& b) {
+__device__ __forceinline__ void fa_mma(FaAcc& d, const FaA<LA>& a, const FaA<LB>& b) {
     for (int e = 0; e < 8; e++) {
         int i = e * 32 + threadIdx.x % 32, r = i >> 4, c = i & 15;
         float sum = d.x[e];
@@ -138,9 +120,7 @@ __device__ __forceinline__ void fa_mma(FaAcc& d, const FaOperand<LA>& a, const F
 __device__ __forceinline__ int fa_acc_at(int e, int ld) {
     return (e * 2 + threadIdx.x % 32 / 16) * ld + threadIdx.x % 16;
 }
-__device__ __forceinline__ void fa_zero(FaAcc& d) {
-    for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; }
-}
+__device__ __forceinline__ void fa_zero(FaAcc& d) { for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; } }
 __device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
     for (int e = 0; e < 8; e++) { d.x[e] = p[fa_acc_at(e, ld)]; }
 }
@@ -149,9 +129,8 @@ __device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
 }
 #endif
 
-// The row and column of each accumulator element: load, mma and store of one fragment type agree on
-// its layout, so the fragment loaded from a 16 x 16 tile holding r * 16 + c at (r, c) tells, in its
-// element i, where element i of every accumulator lies.
+// A fragment's layout is unspecified, but load, mma and store agree on it: the fragment loaded from a tile
+// holding r * 16 + c at (r, c) tells in its element i where element i of every accumulator lies.
 __device__ __forceinline__ void fa_fill_index_tile(float* tile) {
     for (int e = threadIdx.x; e < 256; e += blockDim.x) { tile[e] = (float)e; }
 }
@@ -170,66 +149,54 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 // ----------------------------------------------------------------------------
 // tiles between global and shared memory
 
-// one head's rows in global memory: row t at p + t * stride, HS channels, T rows; wide: 16-byte
-// vectors (HS a multiple of FA_VEC, pointers 16-byte aligned)
+// one head's rows in global memory: row t < T at p + t * stride, HS channels; wide: see flash_wide
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
-// ROWS rows of HSP channels from row t0 on (zero past HS and T), on their way to shared memory:
-// fa_fetch issues the loads of this thread's vectors, fa_put stores them, so the loads of the next
-// tile are in flight during the math on the current one. Not wide: fa_fetch does nothing and fa_put
-// copies one element at a time (a prefetch would cost the registers of both paths).
+// ROWS rows of HSP channels from row t0 on (zero past HS and T) on their way to shared memory: fetch
+// issues this thread's vector loads before the math on the current tile, put stores them (at dst, leading
+// dimension ld) after it. Not wide: put copies elements (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
     static_assert(ROWS * per_row % FA_THREADS == 0, "whole vectors per thread");
     FaVec v[count];
+    __device__ __forceinline__ void fetch(const FaRows& g, int t0) {
+        if (!g.wide) { return; }
+        for (int i = 0; i < count; i++) {
+            int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
+            if (t < g.T && c < g.HS) {
+                v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
+            } else {
+                for (int k = 0; k < FA_VEC; k++) { v[i].v[k] = (floatX)0.0f; }
+            }
+        }
+    }
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
+        if (g.wide) {
+            for (int i = 0; i < count; i++) {
+                int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC;
+                *(FaVec*)(dst + row * ld + c) = v[i];
+            }
+            return;
+        }
+        for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
+            int row = e / HSP, c = e % HSP, t = t0 + row;
+            dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
+        }
+    }
 };
 
-template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_fetch(FaTileRegs<ROWS, HSP>& r, const FaRows& g, int t0) {
-    typedef FaTileRegs<ROWS, HSP> R;
-    if (!g.wide) { return; }
-    FA_UNROLLED
-    for (int i = 0; i < R::count; i++) {
-        int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC, t = t0 + row;
-        if (t < g.T && c < g.HS) {
-            r.v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
-        } else {
-            for (int k = 0; k < FA_VEC; k++) { r.v[i].v[k] = (floatX)0.0f; }
-        }
-    }
-}
-
-// ... into shared memory at dst (leading dimension ld)
-template <int ROWS, int HSP>
-__device__ __forceinline__ void fa_put(const FaTileRegs<ROWS, HSP>& r, floatX* dst, int ld, const FaRows& g, int t0) {
-    typedef FaTileRegs<ROWS, HSP> R;
-    if (g.wide) {
-        FA_UNROLLED
-        for (int i = 0; i < R::count; i++) {
-            int e = threadIdx.x + i * FA_THREADS, row = e / R::per_row, c = e % R::per_row * FA_VEC;
-            *(FaVec*)(dst + row * ld + c) = r.v[i];
-        }
-        return;
-    }
-    for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
-        int row = e / HSP, c = e % HSP, t = t0 + row;
-        dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
-    }
-}
-
-// keys and values, or queries and dO: two tiles of the same rows, the second stored ROWS rows after
-// the first in shared memory
+// two tiles of the same rows (keys and values, or queries and dO), the second ROWS rows after the first
 template <int ROWS, int HSP>
 struct FaTilePair {
     FaTileRegs<ROWS, HSP> a, b;
     __device__ __forceinline__ void fetch(const FaRows& ga, const FaRows& gb, int t0) {
-        fa_fetch(a, ga, t0);
-        fa_fetch(b, gb, t0);
+        a.fetch(ga, t0);
+        b.fetch(gb, t0);
     }
     __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& ga, const FaRows& gb, int t0) const {
-        fa_put(a, dst, ld, ga, t0);
-        fa_put(b, dst + ROWS * ld, ld, gb, t0);
+        a.put(dst, ld, ga, t0);
+        b.put(dst + ROWS * ld, ld, gb, t0);
     }
 };
 
@@ -269,24 +236,22 @@ __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
 // ----------------------------------------------------------------------------
 // forward
 
-// tile sizes and shared memory (byte offsets) of the forward kernel at padded head size HSP: the
-// block's queries, two buffers of (keys, values), per warp its scores (fp32) and probabilities
-// (floatX), a factor per row, the index tile. Smaller key tiles at 128, so that the tiles fit.
+// the forward's tile sizes and shared memory (byte offsets): the block's queries, two (keys, values)
+// buffers, per warp its scores (fp32) and probabilities (floatX), a factor per row, the index tile
 template <int HSP>
 struct FaFwd {
     static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
-    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile
+    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile (fewer at 128, so that the tiles fit)
     static constexpr int min_blocks = HSP <= 64 ? 3 : 2;   // blocks per SM the registers must allow
     static constexpr int LDX = HSP + 8, LDS = BC + 8, LDP = BC + 8, LDO = HSP + 4;  // leading dimensions
-    static constexpr size_t q = 0;
-    static constexpr size_t kv = q + fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // [buffer][k, v]
+    static constexpr size_t q = 0, kv = fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // kv: [buffer][k, v]
     static constexpr size_t s = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX));
     static constexpr size_t p = s + fa_round((size_t)FA_QUERIES * LDS * sizeof(float));
     static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
     static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
     static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
     // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers after the loop
-    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits the (k, v) buffers");
+    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
 };
 
 // Block (b * NH + h, query tile counted from the last); 4 warps of 16 query rows, key tiles of BC
@@ -318,8 +283,8 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     fa_fill_index_tile(idx_tile);
     {
         FaTileRegs<FA_QUERIES, HSP> qr;
-        fa_fetch(qr, qs, q0);
-        fa_put(qr, Qs, L::LDX, qs, q0);
+        qr.fetch(qs, q0);
+        qr.put(Qs, L::LDX, qs, q0);
     }
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     kv.fetch(ks, vs, 0);
@@ -361,10 +326,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         const float* Srow = S + rr * L::LDS;
         for (int i = 0; i < BC / 8; i++) {
             int col = 8 * i + 4 * half;
-            float4 a = *(const float4*)(Srow + col);
-            float a4[4] = {a.x, a.y, a.z, a.w};
+            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
             for (int e = 0; e < 4; e++) {
-                if (k0 + col + e <= t) { mx = fmaxf(mx, a4[e]); }
+                if (k0 + col + e <= t) { mx = fmaxf(mx, a.v[e]); }
             }
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)) * scale_log2;
@@ -372,15 +336,14 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         float corr = exp2f(m_run - m_new), sum = 0.0f;
         for (int i = 0; i < BC / 8; i++) {
             int col = 8 * i + 4 * half;
-            float4 a = *(const float4*)(Srow + col);
-            float a4[4] = {a.x, a.y, a.z, a.w};
-            FaQuad pq;
+            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
+            FaQuad<floatX> pq;
             for (int e = 0; e < 4; e++) {
-                float p = k0 + col + e <= t ? exp2f(a4[e] * scale_log2 - m_new) : 0.0f;
+                float p = k0 + col + e <= t ? exp2f(a.v[e] * scale_log2 - m_new) : 0.0f;
                 pq.v[e] = (floatX)p;
                 sum += p;
             }
-            *(FaQuad*)(P + rr * L::LDP + col) = pq;
+            *(FaQuad<floatX>*)(P + rr * L::LDP + col) = pq;
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         l_run = l_run * corr + sum;
@@ -436,17 +399,14 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
     D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-// tile sizes and shared memory (byte offsets) of the dK/dV kernel at padded head size HSP: the
-// block's keys and values; two buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x
-// queries, floatX); the index tile. At 128: query steps of 16, K and V read from shared memory.
+// the dK/dV kernel's tile sizes and shared memory (byte offsets): the block's keys and values; two
+// buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x queries, floatX); the index tile
 template <int HSP>
 struct FaBwd {
-    static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
     static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
     static constexpr bool kv_in_registers = HSP <= 64;  // the warp's K and V rows as fragments
     static constexpr int LDX = HSP + 8, LDP = BQ + 8, LDO = HSP + 4;
-    static constexpr size_t kv = 0;  // keys, then values
-    static constexpr size_t qdo = kv + fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
+    static constexpr size_t kv = 0, qdo = fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
     static constexpr size_t stats = qdo + fa_round((size_t)4 * BQ * LDX * sizeof(floatX));   // [buffer][lse log2, D]
     static constexpr size_t pt = stats + fa_round((size_t)4 * BQ * sizeof(float));           // P^T, then dS^T
     static constexpr size_t idx = pt + fa_round((size_t)2 * FA_KEYS * LDP * sizeof(floatX));
@@ -455,35 +415,30 @@ struct FaBwd {
     static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging fits the (k, v) tiles");
 };
 
-// a query step of the dK/dV kernel on its way to shared memory: q and dO rows [q0, q0 + BQ), and
-// for threads 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query,
-// into buffer u of the (q, dO) tiles QD and of the (lse, D) rows ST
+// a query step on its way to buffer u of QD and ST: q and dO rows [q0, q0 + BQ), and for threads
+// 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query
 template <int BQ, int HSP>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
-    __device__ __forceinline__ void fetch(const FaRows& qs, const FaRows& dos, const float* lse_h, const float* D_h,
-                                          int q0) {
-        qdo.fetch(qs, dos, q0);
+    __device__ __forceinline__ void fetch(const FaRows& q, const FaRows& dO, const float* lse, const float* D, int q0) {
+        qdo.fetch(q, dO, q0);
         int t = q0 + threadIdx.x % BQ;
         if (threadIdx.x < BQ) {
-            stat = t < qs.T ? lse_h[t] * FA_LOG2E : INFINITY;
+            stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY;
         } else if (threadIdx.x < 2 * BQ) {
-            stat = t < qs.T ? D_h[t] : 0.0f;
+            stat = t < q.T ? D[t] : 0.0f;
         }
     }
-    __device__ __forceinline__ void put(floatX* QD, float* ST, int ldx, int u, const FaRows& qs, const FaRows& dos,
-                                        int q0) {
-        qdo.put(QD + 2 * u * BQ * ldx, ldx, qs, dos, q0);
+    __device__ __forceinline__ void put(floatX* QD, float* ST, int u, const FaRows& q, const FaRows& dO, int q0) {
+        qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, q, dO, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
 
 // Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head in turn, each
-// walking the query steps from the diagonal to the end; per warp 16 keys. S^T, dP^T, P^T and dS^T
-// per 16 queries; dV and dK accumulate in fragments over the steps. Then the block's dQ = dS K for
-// the step goes into its own fp32 slice of dq_acc (stored at its first key tile, added at later
-// ones), the dQ fragments shared among the warps; flash_backward_dq_kernel sums the slices.
+// walking the query steps from the diagonal to the end; per warp 16 keys, dV and dK in fragments.
+// Per step, dQ = dS K goes into the block's slice of dq_acc (stored at its first key tile, then added).
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
@@ -529,7 +484,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         }
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
-        next.put(QD, ST, L::LDX, 0, qs, dos, k0);
+        next.put(QD, ST, 0, qs, dos, k0);
         __syncthreads();
         FaAcc idx, dk[NF], dv[NF];
         fa_load_acc(idx, idx_tile, 16);
@@ -591,7 +546,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
                     fa_mma(dk[c], da, qb);
                 }
             }
-            if (more) { next.put(QD, ST, L::LDX, u ^ 1, qs, dos, q0 + BQ); }
+            if (more) { next.put(QD, ST, u ^ 1, qs, dos, q0 + BQ); }
             __syncthreads();  // every warp's dS^T rows are in place (and the next query step)
             // dQ (+)= dS K: this warp's FPW fragments of the BQ x HSP tile, all in query rows 16 qb..
             {
@@ -625,9 +580,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     }
 }
 
-// dQ = the sum over the splits of dq_acc, in split order, into dqkv (channels h*HS): one thread per
-// FA_VEC channels of a (b, h, t) row. Row t holds contributions of the splits whose first key tile
-// is at or before it: splits 0 .. min(nsplits, t / FA_KEYS + 1) - 1.
+// dQ = the sum of the dq_acc slices in split order, one thread per FA_VEC channels of a (b, h, t) row:
+// the splits whose first key tile is at or before t, 0 .. min(nsplits, t / FA_KEYS + 1) - 1
 template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
@@ -639,8 +593,7 @@ __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int 
     int t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
     if (c >= HS) { return; }
     int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
-    float sum[FA_VEC];
-    for (int k = 0; k < FA_VEC; k++) { sum[k] = 0.0f; }
+    float sum[FA_VEC] = {};
     for (int s = 0; s < splits; s++) {
         const float4* a = (const float4*)(dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c);
         for (int k = 0; k < FA_VEC / 4; k++) {
@@ -671,18 +624,17 @@ struct FaConfig {
     decltype(&flash_forward_kernel<16>) forward;
     decltype(&flash_backward_kv_kernel<16>) backward_kv;
     decltype(&flash_backward_dq_kernel<16>) backward_dq;
-    bool smem_allowed;  // the shared memory above 48 KiB is allowed once per kernel
 };
 template <int HSP>
 static FaConfig fa_config() {
     return {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
-            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>, false};
+            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 }
 
 // the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
-static FaConfig* flash_config(int HS) {
-    static FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
-    for (FaConfig& k : table) {
+static const FaConfig* flash_config(int HS) {
+    static const FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
+    for (const FaConfig& k : table) {
         if (HS >= 1 && HS <= k.hsp) { return &k; }
     }
     return NULL;
@@ -690,75 +642,56 @@ static FaConfig* flash_config(int HS) {
 
 // whether the kernels take head size HS (no GPU needed): 0 and a reason (one line) if not
 static int flash_head_size_supported(int HS, char* why, size_t cap) {
-    if (flash_config(HS) == NULL) {
-        snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
-        return 0;
-    }
-    return 1;
+    if (flash_config(HS) != NULL) { return 1; }
+    snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
+    return 0;
 }
 
-// ... and on this GPU (their shared memory per block)
+// ... and on this GPU (their shared memory per block); if so, allows the kernels that shared memory
 static int flash_attention_supported(int HS, char* why, size_t cap) {
     if (!flash_head_size_supported(HS, why, cap)) { return 0; }
     const FaConfig* k = flash_config(HS);
     int dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    size_t need = k->fwd_smem > k->bwd_smem ? k->fwd_smem : k->bwd_smem;
-    if (need > (size_t)limit) {
-        snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
-        return 0;
+    size_t need = std::max(k->fwd_smem, k->bwd_smem);
+    if (need <= (size_t)limit) {
+        const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+        cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
+        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
+        return 1;
     }
-    return 1;
+    snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
+    return 0;
 }
 
 // the dQ splits of the backward pass: enough blocks for FA_BACKWARD_BLOCKS, at most half the key
 // tiles (rounded up: every block gets two key tiles where there are two)
 static inline int flash_dq_splits(int BNH, int T) {
-    int nkt = ceil_div(T, FA_KEYS), most = (nkt + 1) / 2, want = ceil_div(FA_BACKWARD_BLOCKS, BNH);
-    return want < most ? want : most;
+    return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
 }
 
-// the fp32 floats of the dQ accumulator a backward pass at (B, T) with nsplits splits needs:
-// (nsplits, B*NH, T padded to whole query steps, HS padded)
+// the floats of dq_acc at (B, T) and nsplits: (nsplits, B*NH, T padded to whole query steps, HSP); _upto:
+// enough for every batch size up to B with flash_dq_splits (fewer rows may take more splits; a shorter T no more)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
     const FaConfig* k = flash_config(HS);
     return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
-
-// ... enough for any backward pass at up to (B, T) with flash_dq_splits (fewer rows may take more
-// splits; T at most T takes no more)
 static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
-    size_t most = 0;
-    for (int b = 1; b <= B; b++) {
-        size_t n = flash_dq_acc_floats(b, NH, T, HS, flash_dq_splits(b * NH, T));
-        most = n > most ? n : most;
-    }
-    return most;
+    int slices = 0;  // the most of batch size times splits
+    for (int b = 1; b <= B; b++) { slices = std::max(slices, b * flash_dq_splits(b * NH, T)); }
+    return flash_dq_acc_floats(slices, NH, T, HS, 1);
 }
 
-// the configuration of head size HS, its kernels allowed their shared memory, and whether the
-// kernels may use 16-byte accesses (HS a whole number of vectors, the n tensors p aligned)
-static FaConfig* flash_prepare(int HS, const void* const* p, int n, bool* wide) {
-    FaConfig* k = flash_config(HS);
-    if (!k->smem_allowed) {
-        const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
-        cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
-        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
-        k->smem_allowed = true;
-    }
-    *wide = HS % FA_VEC == 0;
-    for (int i = 0; i < n; i++) { *wide = *wide && (uintptr_t)p[i] % 16 == 0; }
-    return k;
-}
+// whether the kernels may use 16-byte accesses: HS a whole number of vectors, every tensor p aligned
+template <typename... P>
+static bool flash_wide(int HS, const P*... p) { return HS % FA_VEC == 0 && (((uintptr_t)p % 16 == 0) && ...); }
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C). HS = C / NH must be supported
-// (flash_attention_supported; callers check once at start-up).
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); callers check flash_attention_supported once first
 static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
-    const void* ptrs[] = {out, qkv};
-    bool wide;
-    const FaConfig* k = flash_prepare(HS, ptrs, 2, &wide);
+    bool wide = flash_wide(HS, out, qkv);
+    const FaConfig* k = flash_config(HS);
     auto forward = k->forward;
     dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
     float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
@@ -771,9 +704,8 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
 static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int C, int NH, int nsplits) {
     int HS = C / NH;
-    const void* ptrs[] = {dqkv, dout, qkv, out};
-    bool wide;
-    const FaConfig* k = flash_prepare(HS, ptrs, 4, &wide);
+    bool wide = flash_wide(HS, dqkv, dout, qkv, out);
+    const FaConfig* k = flash_config(HS);
     auto backward_kv = k->backward_kv;
     auto backward_dq = k->backward_dq;
     flash_backward_dot_kernel<<<ceil_div((long)B * T * NH, 256), 256>>>(D, dout, out, B, T, NH, HS, wide);

@@ -1,15 +1,13 @@
 /*
-cuda_common.cuh: the CUDA trainer's host-side plumbing (train_gpt2.cu, test_gpt2.cu): the
-checks around every CUDA and cuBLASLt call, allocation with a clear error, and the question
-whether this machine has a GPU the build can run on. Nothing here is part of a training step.
-Every failure ends the program with one line (fatal, common/utils.h).
+cuda_common.cuh: the CUDA trainer's host-side plumbing (train_gpt2.cu, test_gpt2.cu): the checks
+around every CUDA and cuBLASLt call, allocation, and whether this machine has a GPU the build can
+run on. Every failure ends the program with one line (fatal, common/utils.h).
 */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
 
 #include <cuda_runtime.h>
 #include <cublasLt.h>
-#include <cublas_api.h>
 #include "common/utils.h"
 
 // the architecture the Makefile compiled for (GPU_ARCH), to say so clearly on an older GPU
@@ -22,29 +20,19 @@ static inline void cuda_check(cudaError_t err, const char* call, const char* fil
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
 
-// an environment switch: on when set to anything but "" or "0"
-static int env_switch(const char* name) {
-    const char* v = getenv(name);
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-}
-
 // Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
 // call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
-// (train_gpt2cu and test_gpt2cu) waits for every kernel and cuBLASLt call right after its launch,
-// so the error names the launch that failed. Slow: for debugging only.
-static int sync_check = -1;  // -1: not read yet
-
-static int sync_check_enabled(void) {
+// (train_gpt2cu and test_gpt2cu; any value but "" or "0") waits for every kernel and cuBLASLt call
+// right after its launch, so the error names the launch that failed. Slow: for debugging only.
+static inline void cuda_check_launch(const char* what, const char* file, int line) {
+    static int sync_check = -1;  // -1: not read yet
     if (sync_check < 0) {
-        sync_check = env_switch("TRAIN_GPT2CU_SYNC_CHECK");
+        const char* v = getenv("TRAIN_GPT2CU_SYNC_CHECK");
+        sync_check = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
         if (sync_check) { printf("note: TRAIN_GPT2CU_SYNC_CHECK: waiting for the GPU after every launch (slow)\n"); }
     }
-    return sync_check;
-}
-
-static inline void cuda_check_launch(const char* what, const char* file, int line) {
-    cuda_check(cudaGetLastError(), what, file, line);  // a bad launch configuration, reported here
-    if (sync_check_enabled()) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
+    cuda_check(cudaGetLastError(), what, file, line);                      // a bad launch configuration
+    if (sync_check) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
 }
 // after every kernel launch
 #define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
@@ -54,56 +42,44 @@ static inline void cublas_check(cublasStatus_t st, const char* call, const char*
 }
 #define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
 
-static void* cuda_malloc_check(size_t bytes, const char* what) {
+// device memory, or pinned (page-locked) host memory: the GPU reads and writes that directly, so
+// a cudaMemcpyAsync from it returns at once (from ordinary, pageable memory the host waits)
+static void* cuda_alloc_check(size_t bytes, int pinned, const char* what) {
     void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("out of GPU memory allocating %.1f MiB for %s", bytes / 1048576.0, what); }
+    cudaError_t err = pinned ? cudaMallocHost(&p, bytes > 0 ? bytes : 1) : cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) {
+        fatal("out of %s memory allocating %.1f MiB for %s", pinned ? "pinned host" : "GPU", bytes / 1048576.0, what);
+    }
     return p;
 }
+static void* cuda_malloc_check(size_t bytes, const char* what) { return cuda_alloc_check(bytes, 0, what); }
+static void* pinned_malloc_check(size_t bytes, const char* what) { return cuda_alloc_check(bytes, 1, what); }
 
-// pinned (page-locked) host memory: the GPU reads and writes it directly, so a cudaMemcpyAsync
-// from it returns at once; from ordinary (pageable) memory the copy makes the host wait
-static void* pinned_malloc_check(size_t bytes, const char* what) {
-    void* p = NULL;
-    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
-    if (err != cudaSuccess) { fatal("cannot allocate %.1f MiB of pinned host memory for %s", bytes / 1048576.0, what); }
-    return p;
-}
-
-// Is there a GPU this build can run on? Returns 0 and fills `msg` with the reason otherwise.
+// Is there a GPU this build can run on? Returns the number of GPUs and describes GPU 0 in `msg`,
+// or returns 0 and gives the reason there.
 static int cuda_device_usable(char* msg, size_t cap) {
     int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-        return 0;
-    }
-    if (n == 0) {
-        snprintf(msg, cap, "no CUDA device (cudaGetDeviceCount found none)");
-        return 0;
-    }
     cudaDeviceProp prop;
-    err = cudaGetDeviceProperties(&prop, 0);
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err == cudaSuccess && n == 0) { err = cudaErrorNoDevice; }
+    if (err == cudaSuccess) { err = cudaGetDeviceProperties(&prop, 0); }
+    int cc = err == cudaSuccess ? prop.major * 10 + prop.minor : 0;
     if (err != cudaSuccess) {
-        snprintf(msg, cap, "cannot query CUDA device 0 (%s)", cudaGetErrorString(err));
-        return 0;
-    }
-    int cc = prop.major * 10 + prop.minor;
+        snprintf(msg, cap, "no CUDA device (%s)", cudaGetErrorString(err));
 #ifndef ENABLE_FP32
-    if (cc < 80) {
+    } else if (cc < 80) {
         snprintf(msg, cap, "GPU %s has compute capability %d.%d; bf16 needs 8.0 or newer (build with PRECISION=FP32)",
                  prop.name, prop.major, prop.minor);
-        return 0;
-    }
 #endif
-    if (GPU_ARCH_BUILT > 0 && cc < GPU_ARCH_BUILT) {
-        snprintf(msg, cap, "GPU %s has compute capability %d.%d but this binary was built for sm_%d (rebuild with make GPU_ARCH=%d)",
-                 prop.name, prop.major, prop.minor, GPU_ARCH_BUILT, cc);
-        return 0;
+    } else if (GPU_ARCH_BUILT > 0 && cc < GPU_ARCH_BUILT) {
+        snprintf(msg, cap, "GPU %s has compute capability %d.%d but this binary was built for sm_%d "
+                 "(rebuild with make GPU_ARCH=%d)", prop.name, prop.major, prop.minor, GPU_ARCH_BUILT, cc);
+    } else {
+        snprintf(msg, cap, "%s (compute capability %d.%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+                 prop.totalGlobalMem / 1073741824.0);
+        return n;
     }
-    snprintf(msg, cap, "%s (compute capability %d.%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-             prop.totalGlobalMem / 1073741824.0);
-    return 1;
+    return 0;
 }
 
 // a host copy of `bytes` of device memory at src, in *buf (allocated by the first call; every call
@@ -117,9 +93,8 @@ static void* download_into(void** buf, const void* src, size_t bytes) {
 // the GPU of the rank `local_rank` on this machine (common/dist.h), described in `device`: one GPU
 // per rank; ranks can share one only without NCCL (their sums go through the host)
 static void cuda_select_device(int local_rank, char* device, size_t cap) {
-    if (!cuda_device_usable(device, cap)) { fatal("%s", device); }
-    int gpus = 0;
-    cudaCheck(cudaGetDeviceCount(&gpus));
+    int gpus = cuda_device_usable(device, cap);
+    if (gpus == 0) { fatal("%s", device); }
 #ifdef USE_NCCL
     if (local_rank >= gpus) { fatal("%d ranks on this machine need a GPU each; it has %d", local_rank + 1, gpus); }
 #endif

@@ -1,17 +1,15 @@
 /*
-matmul_lt.cuh: the one call behind every matmul of train_gpt2.cu, matmul_lt, with its cache
-of cuBLASLt plans. train_gpt2.cu (Part 1, "matmul through cuBLASLt") derives the operands of each
-linear layer and fills a MatmulSpec; this file turns a MatmulSpec into a cuBLASLt call. It needs
-the trainer's floatX and CUDA_R_X, so train_gpt2.cu includes it after defining them.
+matmul_lt.cuh: matmul_lt, the one call behind every matmul of train_gpt2.cu ("the linear layers"
+derives their operands), turns a MatmulSpec into a cuBLASLt call. It needs the trainer's floatX
+and CUDA_R_X, so train_gpt2.cu includes it after defining them.
 
-A shape's first call builds its descriptors and
-asks the heuristic for up to LT_MAX_ALGOS algorithms, fastest first, and keeps both in a plan
-(LtPlan): a step makes each shape's call dozens of times, and building descriptors and asking
-the heuristic costs more than a small matmul. It runs the first algorithm that does not fail at
-run time and remembers it, so later calls run that one at once: the same arithmetic at every
-step. Where none runs, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the caller
-runs the GELU kernels) and stops the trainer otherwise. lt_setup makes the handle and the workspace once per process; lt_teardown releases them with the
-plans.
+A shape's first call builds its descriptors and asks the heuristic for its fastest algorithm, and
+keeps both in a plan (LtPlan): a step makes each shape's call dozens of times, and building
+descriptors and asking the heuristic costs more than a small matmul; later calls run the same
+algorithm, so the arithmetic is the same at every step. Where the heuristic offers none or
+cublasLtMatmul refuses it, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the
+caller runs the GELU kernel) and stops the trainer otherwise. lt_setup makes the handle and the
+workspace once per process; lt_teardown releases them with the plans.
 */
 #ifndef MATMUL_LT_CUH
 #define MATMUL_LT_CUH
@@ -22,57 +20,52 @@ plans.
 static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
-#define LT_MAX_ALGOS 8
-#define LT_MAX_PLANS 64
+
+// A matmul: D (m x n) = alpha op(A) (m x k) . op(B) (k x n) + beta D, then the epilogue. Its
+// shape is everything the descriptors and the heuristic depend on but the pointers.
+typedef struct {
+    int m, n, k, transa, transb, lda, ldb, ldd;
+    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
+    cublasLtEpilogue_t epilogue;
+    int ld_aux;  // DGELU: the leading dimension of aux
+} LtShape;
 
 typedef struct {
-    int m, n, k;
-    int transa, transb;
-    const floatX* A;
-    int lda;
-    const floatX* B;
-    int ldb;
-    void* D;                // also C (beta accumulates into D)
-    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
-    int ldd;
+    LtShape shape;
+    const floatX *A, *B;
+    void* D;  // also C (beta accumulates into D)
     float alpha, beta;
-    cublasLtEpilogue_t epilogue;
     const void* bias;  // EPILOGUE_BIAS
     void* aux;         // DGELU (read): the GELU pre-activation
-    int ld_aux;
 } MatmulSpec;
 
-// D (m x n) = op(A) (m x k) . op(B) (k x n), plain floatX output; callers set the rest
+// without an epilogue; callers set the rest
 static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
-                              int ldb, void* D, int ldd) {
-    // fields in declaration order: alpha 1, beta 0, no epilogue
-    MatmulSpec spec = {m, n, k, transa, transb, A, lda, B, ldb, D, CUDA_R_X, ldd, 1.0f, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                       NULL, NULL, 0};
+                              int ldb, void* D, cudaDataType_t d_type, int ldd, float alpha, float beta) {
+    // in declaration order
+    MatmulSpec spec = {{m, n, k, transa, transb, lda, ldb, ldd, d_type, CUBLASLT_EPILOGUE_DEFAULT, 0}, A, B, D, alpha,
+                       beta, NULL, NULL};
     return spec;
 }
 
-// A plan's key is everything its descriptors and the heuristic depend on but the pointers, of
-// which it holds the alignments (the heuristic assumes 256 bytes otherwise). The bias and aux
-// pointers are set on the descriptor at each call.
+// A plan's key: the shape, and the alignments of the pointers (the heuristic assumes 256 bytes
+// otherwise). The bias and aux pointers are set on the descriptor at each call.
 typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd, ld_aux;
-    cudaDataType_t d_type;
-    cublasLtEpilogue_t epilogue;
+    LtShape shape;
     uint32_t align_a, align_b, align_d;
 } LtKey;
+static_assert(sizeof(LtKey) == 14 * 4, "LtKey has no padding: keys are compared with memcmp");
 
 typedef struct {
     LtKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulHeuristicResult_t algos[LT_MAX_ALGOS];
-    int found;              // algorithms the heuristic offered
-    cublasStatus_t status;  // the heuristic query's
-    int next;               // the first to try: the one that ran last time (found: none runs)
+    cublasLtMatmulHeuristicResult_t algo;  // the heuristic's first
+    cublasStatus_t status;                 // not SUCCESS: no algorithm offered, or cublasLtMatmul refused it
 } LtPlan;
 
-static LtPlan lt_plans[LT_MAX_PLANS];
-static int lt_num_plans = 0;
+static LtPlan* lt_plans = NULL;  // grown as shapes come
+static int lt_num_plans = 0, lt_max_plans = 0;
 
 // the largest power of two (at most 256) that divides the address
 static uint32_t lt_alignment(const void* p) {
@@ -84,7 +77,7 @@ static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
 }
 
-// the per-call pointers of the epilogue
+// the per-call pointers of the epilogue (the heuristic reads them too)
 static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
     if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &spec->bias, sizeof(spec->bias)); }
     if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &spec->aux, sizeof(spec->aux)); }
@@ -92,23 +85,24 @@ static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
 
 static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     p->key = *key;
+    const LtShape* s = &key->shape;
     // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t ta = s->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
-    if (key->ld_aux) {
-        int64_t ld_aux = key->ld_aux;
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s->epilogue, sizeof(s->epilogue));
+    if (s->ld_aux) {
+        int64_t ld_aux = s->ld_aux;
         lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
     }
     lt_set_pointers(p->desc, spec);
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, key->transa ? key->k : key->m,
-                                           key->transa ? key->m : key->k, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, key->transb ? key->n : key->k,
-                                           key->transb ? key->k : key->n, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->ldd));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, s->transa ? s->k : s->m,
+                                           s->transa ? s->m : s->k, s->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, s->transb ? s->n : s->k,
+                                           s->transb ? s->k : s->n, s->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, s->d_type, s->m, s->n, s->ldd));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = LT_WORKSPACE_BYTES;
@@ -120,68 +114,44 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     for (int i = 0; i < 4; i++) {
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
     }
-    p->found = 0;
-    p->status = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, LT_MAX_ALGOS,
-                                               p->algos, &p->found);
-    if (p->status != CUBLAS_STATUS_SUCCESS) { p->found = 0; }
-    p->next = 0;
+    int found = 0;
+    p->status =
+        cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &p->algo, &found);
+    if (p->status == CUBLAS_STATUS_SUCCESS && found == 0) { p->status = CUBLAS_STATUS_NOT_SUPPORTED; }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
 }
 
-static void lt_plan_destroy(LtPlan* p) {
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
-    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
-}
-
 static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
-    LtKey key;
-    memset(&key, 0, sizeof(key));  // the padding too: keys are compared with memcmp
-    key.m = spec->m, key.n = spec->n, key.k = spec->k, key.transa = spec->transa, key.transb = spec->transb;
-    key.lda = spec->lda, key.ldb = spec->ldb, key.ldd = spec->ldd, key.ld_aux = spec->aux ? spec->ld_aux : 0;
-    key.d_type = spec->d_type, key.epilogue = spec->epilogue;
-    key.align_a = lt_alignment(spec->A), key.align_b = lt_alignment(spec->B), key.align_d = lt_alignment(spec->D);
+    LtKey key = {spec->shape, lt_alignment(spec->A), lt_alignment(spec->B), lt_alignment(spec->D)};
     LtPlan* p = NULL;
     for (int i = 0; i < lt_num_plans && p == NULL; i++) {
         if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
     }
-    LtPlan transient;  // with the table full, a plan for this call only
     if (p == NULL) {
-        p = lt_num_plans < LT_MAX_PLANS ? &lt_plans[lt_num_plans++] : &transient;
+        if (lt_num_plans == lt_max_plans) {
+            lt_max_plans = lt_max_plans ? 2 * lt_max_plans : 32;
+            lt_plans = (LtPlan*)realloc(lt_plans, lt_max_plans * sizeof(LtPlan));
+            if (lt_plans == NULL) { fatal("out of memory for %d cuBLASLt plans", lt_max_plans); }
+        }
+        p = &lt_plans[lt_num_plans++];
         lt_plan_build(p, &key, spec);
     } else {
         lt_set_pointers(p->desc, spec);
     }
-    // from the algorithm that ran last time; one that fails at run time (cuBLASLt returns an error
-    // and computes nothing) gives way to the next, and is not tried again
-    int failed = 0;
-    cublasStatus_t failure = p->status;  // the heuristic query's, then the last failed algorithm's
-    for (; p->next < p->found; p->next++) {
-        const cublasLtMatmulHeuristicResult_t* r = &p->algos[p->next];
-        if (r->state != CUBLAS_STATUS_SUCCESS || r->workspaceSize > LT_WORKSPACE_BYTES) { continue; }
-        cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
-                                           spec->D, p->ld, spec->D, p->ld, &r->algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
-        if (st == CUBLAS_STATUS_SUCCESS) { break; }
-        failure = st;
-        failed++;
+    if (p->status == CUBLAS_STATUS_SUCCESS) {
+        p->status = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
+                                   spec->D, p->ld, spec->D, p->ld, &p->algo.algo, lt_workspace, LT_WORKSPACE_BYTES, 0);
+        if (p->status == CUBLAS_STATUS_SUCCESS) {
+            cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
+            return 1;
+        }
         (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
     }
-    int ran = p->next < p->found;
-    if (p == &transient) { lt_plan_destroy(p); }
-    if (!ran && !allow_missing) {
-        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", spec->m, spec->n, spec->k,
-              (int)spec->epilogue, failure != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(failure) : "no algorithm offered");
+    if (!allow_missing) {
+        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", key.shape.m, key.shape.n, key.shape.k,
+              (int)key.shape.epilogue, cublasGetStatusString(p->status));
     }
-    static int noted = 0;  // said once per process: it repeats at every step
-    if (failed > 0 && !noted) {
-        noted = 1;
-        printf("note: %d cuBLASLt algorithm(s) for a %dx%dx%d matmul (epilogue %d) failed at run time (%s); %s\n", failed,
-               spec->m, spec->n, spec->k, (int)spec->epilogue, cublasGetStatusString(failure),
-               ran ? "another algorithm ran instead" : "the GELU kernels run instead");
-    }
-    if (ran) { cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__); }
-    return ran;
+    return 0;  // not tried again for this plan: every later call of the shape takes the same path
 }
 
 static void lt_setup(void) {
@@ -190,8 +160,15 @@ static void lt_setup(void) {
 }
 
 static void lt_teardown(void) {
-    for (int i = 0; i < lt_num_plans; i++) { lt_plan_destroy(&lt_plans[i]); }
-    lt_num_plans = 0;
+    for (int i = 0; i < lt_num_plans; i++) {
+        cublasCheck(cublasLtMatrixLayoutDestroy(lt_plans[i].la));
+        cublasCheck(cublasLtMatrixLayoutDestroy(lt_plans[i].lb));
+        cublasCheck(cublasLtMatrixLayoutDestroy(lt_plans[i].ld));
+        cublasCheck(cublasLtMatmulDescDestroy(lt_plans[i].desc));
+    }
+    free(lt_plans);
+    lt_plans = NULL;
+    lt_num_plans = lt_max_plans = 0;
     cudaCheck(cudaFree(lt_workspace));
     lt_workspace = NULL;
     cublasCheck(cublasLtDestroy(lt_handle));

@@ -336,8 +336,8 @@ int main(int argc, char** argv) {
     int failures = 0;
     // every mode with cuBLASLt's fused GELU backward epilogue (when offered), then with the GELU kernel
     for (int pass = 0; pass < 2; pass++) {
-        gelu_fusion = pass == 0 ? -1 : 0;
-        const char* how = pass == 0 && gelu_fusion_enabled() ? "GELU fused in cuBLASLt where offered" : "GELU kernels";
+        gelu_fusion = pass == 0;
+        const char* how = gelu_fusion ? "GELU fused in cuBLASLt where offered" : "GELU kernels";
         for (int i = 0; i < NUM_DUMP_FOLDERS; i++) {
             NormMode mode;
             const char* folder = dump_folder(dir, i, &mode);

@@ -1,9 +1,6 @@
 /*
-token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient (wte_backward).
-Without atomics, the positions of a batch that hold the same token must be summed by one block
-in a fixed order; this file makes the work list that says which (the positions grouped by token,
-each group cut into chunks of EMBED_CHUNK positions) from the tokens alone, on the host, while the
-GPU runs the forward pass, and uploads it. It needs cuda_common.cuh (pinned and device allocation).
+token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient: the work list that
+wte_backward's comment describes, made on the host and uploaded.
 */
 #ifndef TOKEN_CHUNKS_CUH
 #define TOKEN_CHUNKS_CUH
@@ -22,65 +19,56 @@ GPU runs the forward pass, and uploads it. It needs cuda_common.cuh (pinned and 
 //   split_first  [n_split + 1]   token k's partial rows are split_first[k] .. split_first[k + 1] - 1
 // n_chunks <= BT and n_split <= BT, so 6 BT + 2 ints hold it.
 typedef struct {
-    int BT;                       // positions the arrays were allocated for
+    int BT;  // positions the arrays were allocated for
     int n_chunks, n_split, n_partials;
     size_t at_start, at_token, at_slot, at_split_token, at_split_first, len;  // offsets in list; ints in use
-    int* list;                    // pinned host (6 BT + 2)
-    int* d_list;                  // device (6 BT + 2)
-    int* group_of_token;          // host (V): -1, but during token_chunks_build
-    int* group_token;             // host (BT) scratch: the token of each group
-    int* group_end;               // host (BT) scratch: the end of each group in pos
+    int* list;            // pinned host (6 BT + 2)
+    int* d_list;          // device (6 BT + 2)
+    int* group_of_token;  // host (V): -1, but during token_chunks_build
+    int* group_end;       // host (BT) scratch: the end of each group in pos
 } TokenChunks;
 
 static void token_chunks_alloc(TokenChunks* tc, int V, int BT) {
     tc->BT = BT;
     tc->list = (int*)pinned_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
     tc->d_list = (int*)cuda_malloc_check((6 * (size_t)BT + 2) * sizeof(int), "token chunks");
-    tc->group_of_token = (int*)malloc_check((size_t)V * sizeof(int), "token chunks");
+    tc->group_of_token = (int*)malloc_check(((size_t)V + BT) * sizeof(int), "token chunks");
     for (int i = 0; i < V; i++) { tc->group_of_token[i] = -1; }
-    tc->group_token = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
-    tc->group_end = (int*)malloc_check((size_t)BT * sizeof(int), "token chunks");
+    tc->group_end = tc->group_of_token + V;
 }
 
 static void token_chunks_free(TokenChunks* tc) {
     cudaCheck(cudaFreeHost(tc->list));
     cudaCheck(cudaFree(tc->d_list));
-    free(tc->group_of_token);
-    free(tc->group_token);
-    free(tc->group_end);
+    free(tc->group_of_token);  // and group_end
 }
 
 // the work list of the BT tokens (tc->list; the upload is the caller's)
 static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
-    int* list = tc->list;
-    // a counting sort of the positions by token: the size of each group, then its end, then the
-    // positions put in place (group_end[g] runs from the group's start to its end)
-    int ng = 0;
+    int *list = tc->list, *group_of_token = tc->group_of_token, *end = tc->group_end;
+    // a counting sort of the positions by token, the groups in the order of their first position:
+    // the size of each group (with the number of chunks), then its start, then the positions put in
+    // place (end[g] runs from the group's start to its end)
+    int ng = 0, n_chunks = 0, n_split = 0;
     for (int i = 0; i < BT; i++) {
-        int g = tc->group_of_token[tokens[i]];
-        if (g < 0) {
-            g = tc->group_of_token[tokens[i]] = ng++;
-            tc->group_token[g] = tokens[i];
-            tc->group_end[g] = 0;
+        int* g = &group_of_token[tokens[i]];
+        if (*g < 0) {
+            *g = ng;
+            end[ng++] = 0;
         }
-        tc->group_end[g]++;
+        end[*g]++;
     }
     for (int g = 0, start = 0; g < ng; g++) {
-        int n = tc->group_end[g];
-        tc->group_end[g] = start;
-        start += n;
-    }
-    for (int i = 0; i < BT; i++) { list[tc->group_end[tc->group_of_token[tokens[i]]]++] = i; }
-    for (int g = 0; g < ng; g++) { tc->group_of_token[tc->group_token[g]] = -1; }
-    // the chunks: first their number, which places the arrays after pos
-    int n_chunks = 0, n_split = 0;
-    for (int g = 0; g < ng; g++) {
-        int n = tc->group_end[g] - (g > 0 ? tc->group_end[g - 1] : 0);
-        int chunks = (n + EMBED_CHUNK - 1) / EMBED_CHUNK;
+        int n = end[g], chunks = (n + EMBED_CHUNK - 1) / EMBED_CHUNK;
         n_chunks += chunks;
         n_split += chunks > 1;
+        end[g] = start;
+        start += n;
     }
+    for (int i = 0; i < BT; i++) { list[end[group_of_token[tokens[i]]]++] = i; }
+    for (int i = 0; i < BT; i++) { group_of_token[tokens[i]] = -1; }
+    // the arrays after pos, placed by the counts
     tc->n_chunks = n_chunks;
     tc->n_split = n_split;
     tc->at_start = BT;
@@ -90,16 +78,15 @@ static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     tc->at_split_first = tc->at_split_token + n_split;
     tc->len = tc->at_split_first + n_split + 1;
     int k = 0, split = 0, slot = 0;
-    for (int g = 0; g < ng; g++) {
-        int start = g > 0 ? tc->group_end[g - 1] : 0, end = tc->group_end[g];
-        int several = end - start > EMBED_CHUNK;
+    for (int g = 0, start = 0; g < ng; start = end[g++]) {
+        int token = tokens[list[start]], several = end[g] - start > EMBED_CHUNK;
         if (several) {
-            list[tc->at_split_token + split] = tc->group_token[g];
+            list[tc->at_split_token + split] = token;
             list[tc->at_split_first + split++] = slot;
         }
-        for (int p = start; p < end; p += EMBED_CHUNK, k++) {
+        for (int p = start; p < end[g]; p += EMBED_CHUNK, k++) {
             list[tc->at_start + k] = p;
-            list[tc->at_token + k] = tc->group_token[g];
+            list[tc->at_token + k] = token;
             list[tc->at_slot + k] = several ? slot++ : -1;
         }
     }

@@ -190,32 +190,8 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 }
 
 // ----------------------------------------------------------------------------
-// matmul through cuBLASLt.
-//
-// cuBLASLt, like all of BLAS, is column-major: a col-major (m x n) matrix with leading dimension ld
-// stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
-// (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
-// TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
-// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC):
-//
-//   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
-//             W's bytes are W^T (C x OC), so A = W with op T (lda = C); inp's bytes are inp^T,
-//             so B = inp with op N (ldb = C); D = out^T (ldd = OC); m = OC, n = BT, k = C.
-//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i. Good.
-//   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
-//             A = W op N (lda = C), B = dout op N (ldb = OC), ldd = C; m = C, n = BT, k = OC.
-//   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
-//             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
-//             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
-//
-// Each becomes a MatmulSpec for matmul_lt (matmul_lt.cuh), which runs it through a cuBLASLt
-// plan kept per shape.
-#include "matmul_lt.cuh"
-
-// ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward always
-// (block_forward, and the backward's recompute); the backward where cuBLASLt runs no fused DGELU
-// epilogue for a shape (see matmul_backward_input).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward, and the
+// backward where no fused DGELU epilogue runs (matmul_backward_input).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
@@ -255,51 +231,56 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 }
 
 // ----------------------------------------------------------------------------
-// the linear layers (derivations in the matmul comment above)
+// the linear layers: matmuls through cuBLASLt
+//
+// cuBLASLt, like all of BLAS, is column-major: a col-major (m x n) matrix with leading dimension ld
+// stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
+// (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
+// TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
+// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC):
+//
+//   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
+//             W's bytes are W^T (C x OC), so A = W with op T (lda = C); inp's bytes are inp^T,
+//             so B = inp with op N (ldb = C); D = out^T (ldd = OC); m = OC, n = BT, k = C.
+//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i.
+//   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
+//             A = W op N (lda = C), B = dout op N (ldb = OC), ldd = C; m = C, n = BT, k = OC.
+//   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
+//             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
+//             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
+//
+// Each becomes a MatmulSpec for matmul_lt (matmul_lt.cuh).
+#include "matmul_lt.cuh"
 
-// The fused GELU backward epilogue can be switched off with TRAIN_GPT2CU_NO_GELU_FUSION=1 (then the
-// GELU kernel above runs instead): a debugging aid for parity checks on a new GPU or cuBLASLt version.
-// (test_gpt2cu also sets gelu_fusion to 0 itself, to check both paths.)
-static int gelu_fusion = -1;  // -1: not decided yet
-
-static int gelu_fusion_enabled(void) {
-    if (gelu_fusion < 0) { gelu_fusion = !env_switch("TRAIN_GPT2CU_NO_GELU_FUSION"); }
-    return gelu_fusion;
-}
-
-// cuBLASLt documents that the leading dimension of the GELU pre-activation (the aux matrix, 4C
-// elements) must be a multiple of 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD): true for even C only
-// (-e d2c63h7 has 4C = 252). The fusion is tried only where that holds.
-static int gelu_fusion_fits(int ld_aux) { return gelu_fusion_enabled() && ld_aux % 8 == 0; }
+// The fused GELU backward epilogue (test_gpt2cu sets 0 to check the GELU kernel path too), tried
+// only where the GELU pre-activation's leading dimension (4C) is a multiple of 8, as cuBLASLt
+// documents for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: even C (-e d2c63h7 has 4C = 252).
+static int gelu_fusion = 1;
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC) {
-    MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);
+    MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);
     spec.bias = bias;
-    spec.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    spec.shape.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     matmul_lt(&spec, 0);
 }
 
 // dinp = alpha dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre,
-// the layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue).
+// the layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue,
+// else the GELU kernel after the plain matmul).
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
                                   int BT, int C, int OC, const floatX* gelu_pre, float alpha = 1.0f) {
-    MatmulSpec spec = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, C);
-    spec.d_type = dinp_type;
-    spec.alpha = alpha;
-    spec.beta = beta;
+    MatmulSpec spec = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, dinp_type, C, alpha, beta);
     if (gelu_pre) {
         if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
         MatmulSpec fused = spec;
-        fused.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        fused.shape.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        fused.shape.ld_aux = C;
         fused.aux = (void*)gelu_pre;
-        fused.ld_aux = C;
-        if (gelu_fusion_fits(fused.ld_aux) && matmul_lt(&fused, 1)) { return; }
-        matmul_lt(&spec, 0);
-        gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1);
-        return;
+        if (gelu_fusion && C % 8 == 0 && matmul_lt(&fused, 1)) { return; }
     }
     matmul_lt(&spec, 0);
+    if (gelu_pre) { gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1); }
 }
 
 // dW += alpha dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when
@@ -307,10 +288,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
 static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC,
                                    float alpha = 1.0f) {
     if (dbias && alpha != 1.0f) { fatal("matmul_backward_weight: a bias gradient takes alpha 1"); }
-    MatmulSpec spec = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, C);
-    spec.d_type = CUDA_R_32F;
-    spec.alpha = alpha;
-    spec.beta = 1.0f;
+    MatmulSpec spec = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, CUDA_R_32F, C, alpha, 1.0f);
     matmul_lt(&spec, 0);
     if (dbias) { column_grads(dbias, dout, BT, OC); }
 }

@@ -45,8 +45,6 @@
 #   sanitizer   compute-sanitizer: memcheck (--leak-check full) on ./test_gpt2cu and a tiny run of each
 #               mode with sampling; racecheck and synccheck on those runs and on one with three key
 #               tiles of attention; initcheck on the FP32 build's runs (stage_sanitizer says why)
-#   timing_gelu d12 siamese at the timing's B with the GELU kernels instead of cuBLASLt's fused
-#               epilogues (TRAIN_GPT2CU_NO_GELU_FUSION=1)
 #   shakespeare 200 steps of d6 siamese on tiny shakespeare with a sample (when the data is there)
 #   torch       where torch imports with CUDA: dev/cuda/attention_sdpa.py (SDPA flash attention at
 #               dev/cuda's attention shapes, against the trainer's kernels' times from dev_cuda),
@@ -267,14 +265,6 @@ stage_timing() {
     done
     note "$line bench/bench_gpu.md"
     return $rc
-}
-
-stage_timing_gelu() {
-    local b
-    b=$(d12_batch)
-    TRAIN_GPT2CU_NO_GELU_FUSION=1 OUT=$OUT/bench_gelu DEPTHS=d12 T=$D12_T STEPS=12 WARMUP=4 TORCH=0 BATCHES=$b \
-        bash dev/bench_gpu.sh || { note "the run failed"; return 1; }
-    note "d12 B=$b siamese: $(bench_field "$OUT/bench_gelu/bench_gpu.md" "train_gpt2cu siamese" 5) ms/step with GELU kernels, $(bench_field "$OUT/bench/bench_gpu.md" "train_gpt2cu siamese" 5) fused"
 }
 
 # kernels_join CSV MODE B STEPS [WALL_MS]: the profile (nsys kern_sum or ncu CSV) against
@@ -535,10 +525,10 @@ LOG
     [ "$fails" -eq 0 ]
 }
 
-ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer timing_gelu shakespeare torch"
+ALL_STAGES="env selftest build test_bf16 timing dev_cuda kernels build_rest test_fp32 test_shapes training cross cli sanitizer shakespeare torch"
 # each stage's time budget in seconds (less when the total budget has less left)
 declare -A BUDGETS=([env]=20 [build]=120 [test_bf16]=60 [timing]=120 [dev_cuda]=200 [kernels]=120 [build_rest]=120
-                    [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=120 [cli]=45 [sanitizer]=200 [timing_gelu]=60
+                    [test_fp32]=60 [test_shapes]=60 [training]=120 [cross]=120 [cli]=45 [sanitizer]=200
                     [shakespeare]=60 [torch]=240 [selftest]=30)
 LAYER_STAGES="training cross cli selftest"
 

@@ -95,7 +95,7 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 # 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
-    's/MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, OC);/MatmulSpec spec = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, OC);/'
+    's/MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);/MatmulSpec spec = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);/'
 
 # 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
 #    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
