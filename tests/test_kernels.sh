@@ -82,33 +82,33 @@ plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/f
 plant flash attention.cuh 's/if (kt == split) {/if (kt == 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
 plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
     "dQ sum leaves out the split of the diagonal key tile" "$work/att"
-plant colsum train_gpt2.cu 's/for (int k = 0; k < splits; k++) { t += partials/for (int k = 0; k + 1 < splits; k++) { t += partials/' \
+plant colsum siamese.cuh 's/{out, partials}}}, 1, splits, C)/{out, partials}}}, 1, splits - 1, C)/' \
     "column sums drop the last chunk"
-plant colsum train_gpt2.cu 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
+plant colsum siamese.cuh 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
     "column-sum chunk boundary off by one"
 plant vec train_gpt2.cu '/^__global__ void gelu_kernel/,/^}/s/if (i >= npack) { return; }/if (i + 1 >= npack) { return; }/' \
     "GELU vector kernel skips the last vector"
-plant vec train_gpt2.cu '/^__global__ void layernorm_forward_kernel/,/^}/s/store_pack<W>(o + i, ov);/if (i + W < C) { store_pack<W>(o + i, ov); }/' \
-    "LayerNorm forward never writes the last vector of out"
-plant vec train_gpt2.cu '/^__device__ void siamese_input_row/,/^}/s/store_pack<W>(u_out + o + i, uv);/if (i + W < C) { store_pack<W>(u_out + o + i, uv); }/' \
-    "SiameseNorm input forward never writes the last vector of u"
-plant vec train_gpt2.cu '/^__global__ void siamese_input_backward_kernel/,/^}/s/store_pack<W>(dx + o, dxv);/if (i + W < C) { store_pack<W>(dx + o, dxv); }/' \
+plant vec siamese.cuh '/^__device__ __forceinline__ void ln_row_out/,/^}/s/store_pack<W>(out + i, ov);/if (i + W < C) { store_pack<W>(out + i, ov); }/' \
+    "LayerNorm forward (plain, and u of the SiameseNorm input side) never writes the last vector"
+plant vec siamese.cuh '/^__device__ void siamese_input_row/,/^}/s/store_pack<W>(r_out + o + i, rv);/if (i + W < C) { store_pack<W>(r_out + o + i, rv); }/' \
+    "SiameseNorm input forward never writes the last vector of r"
+plant vec siamese.cuh '/^__global__ void siamese_input_backward_kernel/,/^}/s/store_pack<W>(dx + o, dxv);/if (i + W < C) { store_pack<W>(dx + o, dxv); }/' \
     "SiameseNorm input backward never writes the last vector of dx"
-plant vec train_gpt2.cu '/^__device__ __forceinline__ LnBackMeans ln_backward_means/,/^}/s/for (int e = 0; e < W; e++) {/for (int e = 0; e < W \&\& i + W < C; e++) {/' \
+plant vec siamese.cuh '/^__device__ __forceinline__ LnBackMeans ln_backward_means/,/^}/s/for (int e = 0; e < W; e++) {/for (int e = 0; e < W \&\& i + W < C; e++) {/' \
     "LayerNorm backward means leave the last vector out"
-plant vec train_gpt2.cu '/^__global__ void layernorm_backward_kernel/,/^}/s/store_pack<W>(dinp + o, d);/if (i + W < C) { store_pack<W>(dinp + o, d); }/' \
+plant vec siamese.cuh '/^__global__ void layernorm_backward_kernel/,/^}/s/store_pack<W>(dinp + o, d);/if (i + W < C) { store_pack<W>(dinp + o, d); }/' \
     "LayerNorm backward never writes the last vector of dinp"
-plant fold train_gpt2.cu '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
     "folded update forward drops the 1/c"
-plant fold train_gpt2.cu '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
     "folded update forward leaves the block output out of Y"
-plant fold train_gpt2.cu '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(x + o + i, xn);/if (i + W < C) { store_pack<W>(x + o + i, xn); }/' \
+plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(x + o + i, xn);/if (i + W < C) { store_pack<W>(x + o + i, xn); }/' \
     "folded update forward never writes the last vector of x"
-plant fold train_gpt2.cu 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
+plant fold siamese.cuh 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
     "folded update backward drops the 1/c"
 plant fold train_gpt2.cu 's/siamese_input_backward(sc->dx, sc->dy, sc->dz, siamese_scale(L - 1)/siamese_input_backward(sc->dx, sc->dy, NULL, siamese_scale(L - 1)/' \
     "final merge backward does not write dz of the last sublayer"
-plant lngrad train_gpt2.cu 's/r_end = r_begin + block_rows < N ? r_begin + block_rows : N;/r_end = r_begin + block_rows;/' \
+plant lngrad siamese.cuh 's/r_end = r_begin + block_rows < N ? r_begin + block_rows : N;/r_end = r_begin + block_rows;/' \
     "LayerNorm backward: the last block of rows runs past N (a wrong row bound)"
 plant classifier train_gpt2.cu 's/g.v\[e\] = (floatX)(j \* CLASSIFIER_W + e == target ? d - dloss : d);/g.v[e] = (floatX)d;/' \
     "fused classifier leaves the one-hot out of dlogits"

@@ -1,5 +1,5 @@
 /*
-column_sums: the deterministic column sums of train_gpt2.cu, out[c] += sum_r in[r][c] over the N
+column_sums: the deterministic column sums of the trainer (siamese.cuh), out[c] += sum_r in[r][c] over the N
 rows of an (N, C) tensor, for the two kinds of input the trainer hands them:
 
     a linear layer's bias gradient   in = dout, bf16 (matmul_backward_weight: column_grads)
@@ -10,10 +10,10 @@ Both versions add in a fixed order that depends only on N and C, so each result 
 
 version 1: the trainer's column_sums: one stage, one block of 32 x 32 threads per 32 columns walks
            all N rows, 32 apart, and adds its 32 partial sums per column in order through shared
-           memory (column_tile_sums) straight into out: 24 blocks at C = 768.
+           memory straight into out: 24 blocks at C = 768.
 version 2: the trainer's column_grads: two stages, the rows split into column_splits(N) chunks (32
-           at N = 8192; the count depends on N only), stage 1 writes each chunk's sums, stage 2 adds
-           the chunks of each column in order: 768 blocks at C = 768.
+           at N = 8192; the count depends on N only), stage 1 writes each chunk's sums (768 blocks
+           at C = 768), stage 2, version 1 on those rows, adds the chunks of each column in order.
 Both are the trainer's own code (trainer.h includes train_gpt2.cu); it runs version 1 on the
 LayerNorm partials and version 2 on the biases, whose N = B * T rows would leave version 1 with too
 few blocks.

@@ -28,7 +28,7 @@ waits for a GPU.
 
 typedef __nv_bfloat16 bf16;
 
-// The helpers the trainer defines under the same names (train_gpt2.cu, Part 0, and
+// The helpers the trainer defines under the same names (siamese.cuh, train_gpt2.cu and
 // cuda_common.cuh) come from the trainer itself in the programs that include it (trainer.h,
 // which defines DEV_CUDA_TRAINER).
 #ifndef DEV_CUDA_TRAINER
@@ -62,7 +62,7 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // what the trainer's chapters that the experiments include (../../attention.cuh: floatX) and
 // attention_flash_smem.h (all of these) expect of their includer besides the helpers above
-// (train_gpt2.cu defines the same names; bf16 build)
+// (train_gpt2.cu and siamese.cuh define the same names; bf16 build)
 typedef bf16 floatX;
 #ifndef ROW_WARPS
 #define ROW_WARPS 8

@@ -1,5 +1,5 @@
 /*
-layernorm: the plain LayerNorm of the pre and post modes and of the final LN (train_gpt2.cu
+layernorm: the plain LayerNorm of the pre and post modes and of the final LN (siamese.cuh
 layernorm_forward, layernorm_backward), forward and backward over rows of C channels:
 
     forward    out = (x - mean) * rstd * w + b, saving mean and rstd per row

@@ -1,5 +1,5 @@
 /*
-siamese_input_backward: the backward pass of one SiameseNorm input side (train_gpt2.cu, (d)):
+siamese_input_backward: the backward pass of one SiameseNorm input side (siamese.cuh):
 
     ds = LN_back(du; s, ln)            the block-input LN
     da = ds + dx_next                  a feeds both s and x_next

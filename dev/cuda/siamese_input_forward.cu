@@ -1,5 +1,5 @@
 /*
-siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (see train_gpt2.cu):
+siamese_input_forward: one sublayer boundary of the SiameseNorm forward pass (see siamese.cuh):
 
     update side   x = a_prev + z / c        y = y_prev + z          (the previous sublayer's update)
     input side    a = LN(x; lnx)            s = a + LN(y; lny)      u = LN(s; ln)
@@ -24,7 +24,7 @@ version 4: version 1 with the update folded into the input side's row kernel
            warp that wrote them. The same code on the same values as version 1, so every output
            must be bit-identical to version 1's (checked: version 1 runs again beside it).
 version 5: the trainer's (siamese_update_input_forward; trainer.h includes
-           train_gpt2.cu): version 4 with the row held in registers (HeldRow, train_gpt2.cu: the
+           train_gpt2.cu): version 4 with the row held in registers (HeldRow, siamese.cuh: the
            first 1024 columns at any width, the rest re-read), x and y formed there and never read
            back, the statistics of x, y and s over registers, s held for u. The same arithmetic in
            the same order as version 1, so every output must be bit-identical to version 1's; and
@@ -133,7 +133,7 @@ static int check_reference(void) {
 
 // ----------------------------------------------------------------------------
 // versions 1 and 2: the element-wise update x_next = a + z / c, y_next = y + z (the trainer's
-// siamese_update_value), W elements per thread (train_gpt2.cu, Pack)
+// siamese_update_value), W elements per thread (siamese.cuh, Pack)
 
 template <int W>
 __global__ void update_forward(bf16* x_next, bf16* y_next, const bf16* a, const bf16* y, const bf16* z, float c,

@@ -23,11 +23,11 @@ program checks the shape first, so the version it names is the one that runs.
 #include "common.h"
 
 // the scratch that gpt2_allocate sets up in the trainer, for rows of up to C columns: the two-stage
-// column sums' (column_grads) and the LayerNorm backwards' block sums (ln_partials, up to the six
-// of a SiameseNorm input side)
+// column sums' (column_grads) and the LayerNorm backwards' block sums (up to the six of a
+// SiameseNorm input side)
 static inline void trainer_partials(int C) {
-    partials_reserve(&column_partials, C);
-    partials_reserve(&ln_partials, (size_t)SIAMESE_SUMS * C);
+    partials_reserve((size_t)COLUMN_MAX_SPLITS * C);
+    partials_reserve((size_t)LN_GRAD_BLOCKS * SIAMESE_SUMS * C);
 }
 
 #endif  // DEV_CUDA_TRAINER_H

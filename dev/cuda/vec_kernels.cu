@@ -1,9 +1,9 @@
 /*
-vec_kernels: the trainer's element-wise and row kernels at their two widths (train_gpt2.cu, Pack
+vec_kernels: the trainer's element-wise and row kernels at their two widths (siamese.cuh, Pack
 and row_width), scalar and with 16-byte loads and stores, all memory-bound:
 
     LayerNorm forward    out = (x - mean) * rstd * w + b per row of C, saving mean and rstd
-                         (train_gpt2.cu layernorm_forward: layernorm_forward_kernel<1> / <VEC_X>)
+                         (siamese.cuh layernorm_forward: layernorm_forward_kernel<1> / <VEC_X>)
     GELU forward         out = GELU(inp), tanh approximation
                          (train_gpt2.cu gelu_apply, backward 0: gelu_kernel<1> / <VEC_X>)
     GELU backward        d = d * GELU'(inp), in place

@@ -32,7 +32,8 @@ $(CUDACPU_SRC)/%: % tests/cudacpu/rewrite.sh
 	@mkdir -p $(dir $@)
 	sh tests/cudacpu/rewrite.sh $< $@
 
-CUDACPU_TRAIN_SRCS = $(CUDACPU_SRC)/train_gpt2.cu $(CUDACPU_SRC)/attention.cuh cuda_common.cuh matmul_lt.cuh token_chunks.cuh
+CUDACPU_TRAIN_SRCS = $(CUDACPU_SRC)/train_gpt2.cu $(CUDACPU_SRC)/siamese.cuh $(CUDACPU_SRC)/attention.cuh cuda_common.cuh \
+	matmul_lt.cuh token_chunks.cuh
 CUDACPU_TEST_SRCS = $(CUDACPU_SRC)/test_gpt2.cu $(CUDACPU_TRAIN_SRCS)
 
 tests/bin/test_gpt2cu_cpu: $(CUDACPU_TEST_SRCS) $(CUDACPU_OBJS) $(COMMON_HEADERS) $(CUDACPU_HEADERS)

@@ -77,9 +77,9 @@ plant() {
     fi
 }
 
-# 1. a missing barrier: the column sums (column_tile_sums, in column_grads_kernel and
-#    column_sums_kernel) add the partial sums before all of them are written
-plant "missing __syncthreads in the column sums (column_tile_sums)" train_gpt2.cu \
+# 1. a missing barrier: the column sums (column_sums_kernel) add the partial sums before all of them
+#    are written
+plant "missing __syncthreads in the column sums (column_sums_kernel)" siamese.cuh \
     '/part\[threadIdx.y\]\[threadIdx.x\] = sum;/{n;/__syncthreads/d;}'
 
 # 2. a missing barrier: the classifier's block_reduce reads the warps' posts before all of them are
@@ -108,20 +108,20 @@ plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
     's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
 
 # 7-10. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
-#    (train_gpt2.cu ln_backward_rounds, ln_grads_finish, siamese_input_backward_kernel):
+#    (siamese.cuh ln_backward_rounds, ln_grads_finish, siamese_input_backward_kernel):
 # 7. a missing barrier: the column pass reads the per-row means before every warp has written its row's
-plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" train_gpt2.cu \
+plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" siamese.cuh \
     '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
 # 8. the finish leaves the last block's partial sums out
-plant "ln_grads_finish skips the last block's partial sums" train_gpt2.cu \
+plant "ln_grads_finish skips the last block's partial sums" siamese.cuh \
     's/    column_sums(jobs, n, blocks, C);/    column_sums(jobs, n, blocks - 1, C);/'
 # 9. the blocks write their partial sums in another layout than the finish reads (block-major, not
 #    sum-major): every gradient gets other blocks' and other sums' partials
-plant "block partials written block-major, read sum-major" train_gpt2.cu \
+plant "block partials written block-major, read sum-major" siamese.cuh \
     's/float\* p = partials + ((size_t)q \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + q) * C + i;/'
 # 10. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
 #    instead of dr * yhat
-plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" train_gpt2.cu \
+plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
     's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
 
 # 11. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
