@@ -1209,7 +1209,7 @@ static inline void gpt2_update(GPT2* m, float lr, float beta1, float beta2, floa
 //                          the global norm clipped to 1.0 as torch's clip_grad_norm_ does; it reaches
 //                          AdamW as grad_scale, the gradients in memory are left as they are.
 //   6. ops.update          gpt2_update_range (Part 2, "optimizer"): AdamW with beta1 0.9, beta2 0.95,
-//                          eps 1e-8 (train_run_setup, common/train_loop.h) and weight decay
+//                          eps 1e-8 (set in main() below, run.adamw) and weight decay
 //                          -c on the tensors param_tensor_decays (common/params.h) marks: wte, wpe
 //                          and the four matrices of each layer, not the biases or LayerNorms.
 //   A step whose loss or norm is not finite skips 6 and is reported (several in a row stop the run).
@@ -1263,6 +1263,9 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (AdamW: this rank's shard)" : "",
            model.num_activations * sizeof(float) / 1048576.0, model.recompute);
 
+    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
     TrainerOps ops = {
         .forward = gpt2_forward,
         .backward = gpt2_backward,

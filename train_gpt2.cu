@@ -1117,6 +1117,9 @@ int main(int argc, char** argv) {
            held < model.num_parameters ? " (master weights and AdamW: this rank's shard)" : "",
            model.acts_bytes / 1048576.0, model.recompute, model.scratch_bytes / 1048576.0);
 
+    run.adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained (the weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
     TrainerOps ops = {
         .forward = gpt2_forward,
         .backward = gpt2_backward,

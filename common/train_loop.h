@@ -19,6 +19,9 @@ A trainer's main() reads, in order (train_gpt2.c's; train_gpt2.cu's also sets up
     model.opt_lo = run.opt_lo;              // AdamW's moments: all parameters, or this rank's shard (ZeRO-1)
     model.opt_hi = run.opt_hi;
     gpt2_allocate(&model, run.args.B, run.args.T);
+    run.adamw.beta1 = 0.9f;                 // AdamW's betas and epsilon (its weight decay is -c)
+    run.adamw.beta2 = 0.95f;
+    run.adamw.eps = 1e-8f;
     TrainerOps ops = { .forward = ..., };   // the trainer's functions
     train_run_loop(&run, &ops, &model);     // claims the output folder; steps, evaluation, sampling, checkpoints
     train_run_free(&run);
@@ -83,8 +86,8 @@ typedef struct {
     double peak_flops;
 } TrainerOps;
 
-// AdamW's hyperparameters but the learning rate, set by train_run_setup (the weight decay is -c,
-// applied to the tensors param_tensor_decays marks)
+// AdamW's hyperparameters but the learning rate: main() sets the betas and epsilon, train_run_setup
+// the weight decay (-c, applied to the tensors param_tensor_decays marks)
 typedef struct {
     float beta1, beta2;  // decay rates of the first and second moment
     float eps;           // added to the root of the second moment
@@ -202,9 +205,6 @@ static inline void train_run_setup(TrainRun* r, int argc, char** argv) {
     dist_init(&r->dist);  // one of several ranks under mpirun (the others print nothing)
     r->args = args_defaults();
     args_parse(&r->args, argc, argv);
-    r->adamw.beta1 = 0.9f;  // AdamW as GPT-2 and GPT-3 were trained
-    r->adamw.beta2 = 0.95f;
-    r->adamw.eps = 1e-8f;
     r->adamw.weight_decay = r->args.weight_decay;
     start_up_notes(&r->args);
     r->have_output = r->args.output_dir[0] != '\0';
