@@ -187,11 +187,18 @@ def attention_rows(step, cfg, B, T, fwd_count, bwd_count):
 
 
 def column_grads_rows(step, BT, OC, count):
-    """matmul_backward_weight's bias gradient: column_grads (two stages) over dout (BT, OC) bf16"""
-    splits = min(ceil_div(BT, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS)
-    step.launch("column_grads_kernel", "bwd", BT * OC * X + splits * OC * F, BT * OC, count,
-                "bias gradients: dout read again, one partial row per chunk")
-    step.launch("column_finish_kernel", "bwd", splits * OC * F + 2 * OC * F, splits * OC, count)
+    """matmul_backward_weight's bias gradient: column_grads over dout (BT, OC) bf16, column_sums_kernel
+    twice (a partial row per chunk, then the chunks summed) where it cuts the rows into chunks"""
+    splits = column_splits(BT)
+    step.launch("column_sums_kernel", "bwd", BT * OC * X + splits * OC * F, BT * OC, count,
+                "bias gradients: dout read again, one partial row per chunk" if splits > 1 else "bias gradients: dout read again")
+    if splits > 1:
+        step.launch("column_sums_kernel", "bwd", splits * OC * F + 2 * OC * F, splits * OC, count)
+
+
+def column_splits(BT):
+    """siamese.cuh's column_splits: the chunks of rows column_grads cuts BT rows into"""
+    return min(ceil_div(BT, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS)
 
 
 def ln_grads_finish_rows(step, N, C, n, count):
@@ -209,7 +216,7 @@ def model_step(cfg, B, T):
         raise SystemExit(f"dev/roofline.py: T {T} exceeds the model's {cfg.max_t}")
     s = Step()
     L, C, V, Vp, mode = cfg.L, cfg.C, cfg.V, cfg.Vp, cfg.mode
-    BT = B * T
+    BT = s.BT = B * T
     N = BT * C        # elements of one (B, T, C) tensor
     P = N * X         # bytes of one bf16 (B, T, C) tensor: "a pass"
     streams = 2 if mode == "siamese" else 1
@@ -324,7 +331,7 @@ def launch_sequence(cfg, step):
     seq += [mm["fwd logits"], "classifier_kernel", mm["bwd-input logits"], mm["bwd-weight wte"]]
     ln_bwd = ["siamese_input_backward_kernel" if mode == "siamese" else "layernorm_backward_kernel", "column_sums_kernel"]
     seq += ln_bwd
-    bias = ["column_grads_kernel", "column_finish_kernel"]
+    bias = ["column_sums_kernel"] * (2 if column_splits(step.BT) > 1 else 1)
     block_bwd = [[mm["bwd-input attproj"], mm["bwd-weight attproj"]] + bias +
                  ["flash_backward_dot_kernel", "flash_backward_kv_kernel", "flash_backward_dq_kernel",
                   mm["bwd-input qkv"], mm["bwd-weight qkv"]] + bias,
@@ -755,7 +762,8 @@ def self_test():
     r = step.rows
     check("siamese_update_input_forward_kernel: 2L launches", r["siamese_update_input_forward_kernel"].launches == 4)
     check("siamese_input_backward_kernel: 2L + 1 launches", r["siamese_input_backward_kernel"].launches == 5)
-    check("column_grads_kernel: 4 per layer", r["column_grads_kernel"].launches == 8)
+    check("column_sums_kernel: two stages for each of 4 bias gradients per layer, one per input side",
+          r["column_sums_kernel"].launches == 2 * 8 + 5)
     check("adamw_kernel: 28 tensors", r["adamw_kernel"].launches == 28)
     check("adamw_kernel: 16 tensors in pre mode", model_step(Config("d2c64h4", "pre"), B, T).rows["adamw_kernel"].launches == 16)
     check("12 matmul launches per layer and 3 for the logits",
