@@ -151,6 +151,7 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
         fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", key.shape.m, key.shape.n, key.shape.k,
               (int)key.shape.epilogue, cublasGetStatusString(p->status));
     }
+    (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's check
     return 0;  // not tried again for this plan: every later call of the shape takes the same path
 }
 
