@@ -1,15 +1,12 @@
 /*
 matmul_lt.cuh: matmul_lt, the one call behind every matmul of train_gpt2.cu ("the linear layers"
-derives their operands), turns a MatmulSpec into a cuBLASLt call. It needs the trainer's floatX
-and CUDA_R_X, so train_gpt2.cu includes it after defining them.
+derives their operands), turns a MatmulSpec into a cuBLASLt call (with the trainer's floatX).
 
-A shape's first call builds its descriptors and asks the heuristic for its fastest algorithm, and
-keeps both in a plan (LtPlan): a step makes each shape's call dozens of times, and building
-descriptors and asking the heuristic costs more than a small matmul; later calls run the same
-algorithm, so the arithmetic is the same at every step. Where the heuristic offers none or
-cublasLtMatmul refuses it, matmul_lt returns 0 with allow_missing (a fused GELU epilogue: the
-caller runs the GELU kernel) and stops the trainer otherwise. lt_setup makes the handle and the
-workspace once per process; lt_teardown releases them with the plans.
+A shape's first call builds its descriptors and asks the heuristic for its fastest algorithm, kept
+in a plan (LtPlan): that costs more than a small matmul, and a step runs each shape dozens of times;
+later calls run the same algorithm, so the arithmetic is the same at every step. Where the
+heuristic offers none or cublasLtMatmul refuses it, matmul_lt returns 0 with allow_missing (a fused
+GELU epilogue: the caller runs the GELU kernel) and stops the trainer otherwise.
 */
 #ifndef MATMUL_LT_CUH
 #define MATMUL_LT_CUH
@@ -21,40 +18,30 @@ static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
 
-// A matmul: D (m x n) = alpha op(A) (m x k) . op(B) (k x n) + beta D, then the epilogue. Its
-// shape is everything the descriptors and the heuristic depend on but the pointers.
+// A matmul: D (m x n) = alpha op(A) (m x k) . op(B) (k x n) + beta D, each matrix dense (col-major,
+// its leading dimension its row count), then the epilogue of the pointer given: BIAS, or DGELU
+// (D *= GELU'(aux), aux in D's layout).
 typedef struct {
-    int m, n, k, transa, transb, lda, ldb, ldd;
-    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
-    cublasLtEpilogue_t epilogue;
-    int ld_aux;  // DGELU: the leading dimension of aux
-} LtShape;
-
-typedef struct {
-    LtShape shape;
-    const floatX *A, *B;
+    int m, n, k;
+    const floatX* A;
+    int transa;
+    const floatX* B;
+    int transb;
     void* D;  // also C (beta accumulates into D)
+    cudaDataType_t d_type;  // CUDA_R_X or CUDA_R_32F (fp32 gradients)
     float alpha, beta;
-    const void* bias;  // EPILOGUE_BIAS
-    void* aux;         // DGELU (read): the GELU pre-activation
+    const void *bias, *aux;  // the epilogue's: BIAS, or DGELU (aux: the GELU pre-activation)
 } MatmulSpec;
 
-// without an epilogue; callers set the rest
-static MatmulSpec matmul_spec(int m, int n, int k, const floatX* A, int transa, int lda, const floatX* B, int transb,
-                              int ldb, void* D, cudaDataType_t d_type, int ldd, float alpha, float beta) {
-    // in declaration order
-    MatmulSpec spec = {{m, n, k, transa, transb, lda, ldb, ldd, d_type, CUBLASLT_EPILOGUE_DEFAULT, 0}, A, B, D, alpha,
-                       beta, NULL, NULL};
-    return spec;
-}
-
-// A plan's key: the shape, and the alignments of the pointers (the heuristic assumes 256 bytes
-// otherwise). The bias and aux pointers are set on the descriptor at each call.
+// A plan's key: everything the descriptors and the heuristic depend on but the pointers, and the
+// pointers' alignments (the heuristic assumes 256 bytes otherwise)
 typedef struct {
-    LtShape shape;
+    int m, n, k, transa, transb;
+    cudaDataType_t d_type;
+    cublasLtEpilogue_t epilogue;
     uint32_t align_a, align_b, align_d;
 } LtKey;
-static_assert(sizeof(LtKey) == 14 * 4, "LtKey has no padding: keys are compared with memcmp");
+static_assert(sizeof(LtKey) == 10 * 4, "LtKey has no padding: keys are compared with memcmp");
 
 typedef struct {
     LtKey key;
@@ -85,24 +72,22 @@ static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
 
 static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     p->key = *key;
-    const LtShape* s = &key->shape;
     // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = s->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s->epilogue, sizeof(s->epilogue));
-    if (s->ld_aux) {
-        int64_t ld_aux = s->ld_aux;
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
+    if (key->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        int64_t ld_aux = key->m;
         lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
     }
     lt_set_pointers(p->desc, spec);
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, s->transa ? s->k : s->m,
-                                           s->transa ? s->m : s->k, s->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, s->transb ? s->n : s->k,
-                                           s->transb ? s->k : s->n, s->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, s->d_type, s->m, s->n, s->ldd));
+    int a_rows = key->transa ? key->k : key->m, b_rows = key->transb ? key->n : key->k;
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_X, a_rows, key->transa ? key->m : key->k, a_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_X, b_rows, key->transb ? key->k : key->n, b_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->m));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = LT_WORKSPACE_BYTES;
@@ -122,7 +107,10 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
 }
 
 static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
-    LtKey key = {spec->shape, lt_alignment(spec->A), lt_alignment(spec->B), lt_alignment(spec->D)};
+    cublasLtEpilogue_t epilogue =
+        spec->aux ? CUBLASLT_EPILOGUE_DGELU : (spec->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    LtKey key = {spec->m, spec->n, spec->k, spec->transa, spec->transb, spec->d_type, epilogue,
+                 lt_alignment(spec->A), lt_alignment(spec->B), lt_alignment(spec->D)};
     LtPlan* p = NULL;
     for (int i = 0; i < lt_num_plans && p == NULL; i++) {
         if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
@@ -145,11 +133,10 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
             cuda_check_launch("cuBLASLt matmul", __FILE__, __LINE__);
             return 1;
         }
-        (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's
     }
     if (!allow_missing) {
-        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", key.shape.m, key.shape.n, key.shape.k,
-              (int)key.shape.epilogue, cublasGetStatusString(p->status));
+        fatal("cuBLASLt cannot run a %dx%dx%d matmul (epilogue %d): %s", key.m, key.n, key.k, (int)key.epilogue,
+              cublasGetStatusString(p->status));
     }
     (void)cudaGetLastError();  // a refused launch must not be reported at the next kernel's check
     return 0;  // not tried again for this plan: every later call of the shape takes the same path

@@ -5,8 +5,7 @@ What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
 that share every attention and MLP block). This file is the GPU version of that CPU reference,
 with the same structure, the same command line, the same checkpoints and the same step line
-(plus MFU). Flash attention is a chapter of its own, attention.cuh, included where the forward
-pass first needs it.
+(plus MFU).
 
 Precision (the default BF16 build):
   - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
@@ -15,30 +14,20 @@ Precision (the default BF16 build):
   - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
     of every LayerNorm input are fp32 too (they are sums over many layers);
   - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient
-    norm, the column sums that give bias and LayerNorm parameter gradients, attention's tile
-    products (and its log-sum-exp per row, the one attention tensor kept for the backward pass).
+    norm, the column sums that give bias and LayerNorm parameter gradients, attention's tiles.
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
-Matmuls. All of them go through cuBLASLt (matmul_lt, matmul_lt.cuh): the bias added in the
-epilogue, the GELU backward fused into the MLP down-projection's input gradient (DGELU) where the
-library runs it for the shape. The GELU forward is a kernel on the stored pre-activation, so the
-backward's recompute (-r 1, 2) rebuilds its output with the same kernel, bit for bit. Bias
-gradients come from a deterministic column-sum kernel (the BGRADB epilogue overwrites, and
-gradient accumulation needs +=).
-
-Determinism. Every kernel here computes each output element in a fixed order that depends only
-on the problem sizes: no atomics anywhere (the embedding gradient, where a token repeats, is
-grouped by token on the host first; attention's dQ goes through per-block fp32 slices added in a
-fixed order). So a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithm
-choices (cuBLASLt is deterministic for a given algorithm and workspace).
+Every kernel computes each output element in a fixed order that depends only on the problem sizes
+(no atomics), so a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithms.
 
 How to read this file: Part 0 holds the precision and includes siamese.cuh (the LayerNorms,
-plain and two-stream, with the row helpers they share); Part 1 the kernels in forward order,
-each with its backward next to it; Part 2 the model (parameters, activations, forward, backward,
-AdamW); Part 3 hands it to the training loop shared with train_gpt2.c (common/train_loop.h;
-train_gpt2.c, Part 3, walks through one step). Backward functions ACCUMULATE (+=) into parameter
-gradients, zeroed once per step.
+plain and two-stream, with the row helpers they share); Part 1 the kernels in forward order, each
+with its backward next to it (the cuBLASLt call, matmul_lt.cuh, and flash attention,
+attention.cuh, are chapters of their own, included where first needed); Part 2 the model
+(parameters, activations, forward, backward, AdamW); Part 3 hands it to the training loop shared
+with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through one step). Backward
+functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
@@ -75,6 +64,20 @@ typedef __nv_bfloat16 floatX;
 
 __device__ __forceinline__ float warp_max(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) { v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
+    return v;
+}
+
+// the max (is_max) or the sum of v over the block, returned to every thread: each warp reduces by
+// shuffles, its lane 0 posts the result in posts[warp] (shared memory), and after the barrier every
+// thread combines the posts in warp order, so every thread gets the same bits. The posts must not
+// be written again before every thread has read them: two reductions in a row use two arrays.
+__device__ float block_reduce(float v, int is_max, float* posts) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) { posts[warp] = v; }
+    __syncthreads();
+    v = is_max ? -INFINITY : 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) { v = is_max ? fmaxf(v, posts[w]) : v + posts[w]; }
     return v;
 }
 
@@ -190,8 +193,8 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward, and the
-// backward where no fused DGELU epilogue runs (matmul_backward_input).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward is this kernel, not
+// an epilogue, so the recompute (-r 1, 2) rebuilds it bit for bit; the backward where no DGELU epilogue runs.
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
@@ -237,19 +240,17 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 // stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
 // (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
 // TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
-// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC):
+// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC), as MatmulSpecs (matmul_lt.cuh):
 //
 //   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
-//             W's bytes are W^T (C x OC), so A = W with op T (lda = C); inp's bytes are inp^T,
-//             so B = inp with op N (ldb = C); D = out^T (ldd = OC); m = OC, n = BT, k = C.
-//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i.
+//             W's bytes are W^T (C x OC), so A = W with op T; inp's bytes are inp^T, so B = inp
+//             with op N; D = out^T; m = OC, n = BT, k = C. The bias epilogue adds bias[i] to row
+//             i of D, i.e. to output channel i.
 //   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
-//             A = W op N (lda = C), B = dout op N (ldb = OC), ldd = C; m = C, n = BT, k = OC.
+//             A = W op N, B = dout op N; m = C, n = BT, k = OC.
 //   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
-//             A = inp op N (lda = C), B = dout op T (its bytes are dout^T, ldb = OC), ldd = C;
-//             m = C, n = OC, k = BT; beta = 1 accumulates into the fp32 gradient.
-//
-// Each becomes a MatmulSpec for matmul_lt (matmul_lt.cuh).
+//             A = inp op N, B = dout op T (its bytes are dout^T); m = C, n = OC, k = BT; beta = 1
+//             accumulates into the fp32 gradient.
 #include "matmul_lt.cuh"
 
 // The fused GELU backward epilogue (test_gpt2cu sets 0 to check the GELU kernel path too), tried
@@ -259,9 +260,7 @@ static int gelu_fusion = 1;
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
 static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, const floatX* bias, int BT, int C, int OC) {
-    MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);
-    spec.bias = bias;
-    spec.shape.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    MatmulSpec spec = {OC, BT, C, w, 1, inp, 0, out, CUDA_R_X, 1.0f, 0.0f, bias, NULL};
     matmul_lt(&spec, 0);
 }
 
@@ -270,25 +269,23 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
 // else the GELU kernel after the plain matmul).
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
                                   int BT, int C, int OC, const floatX* gelu_pre, float alpha = 1.0f) {
-    MatmulSpec spec = matmul_spec(C, BT, OC, w, 0, C, dout, 0, OC, dinp, dinp_type, C, alpha, beta);
+    MatmulSpec spec = {C, BT, OC, w, 0, dout, 0, dinp, dinp_type, alpha, beta, NULL, NULL};
     if (gelu_pre) {
         if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
         MatmulSpec fused = spec;
-        fused.shape.epilogue = CUBLASLT_EPILOGUE_DGELU;
-        fused.shape.ld_aux = C;
-        fused.aux = (void*)gelu_pre;
+        fused.aux = gelu_pre;
         if (gelu_fusion && C % 8 == 0 && matmul_lt(&fused, 1)) { return; }
     }
     matmul_lt(&spec, 0);
     if (gelu_pre) { gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1); }
 }
 
-// dW += alpha dout^T . inp (fp32); dbias += the column sums of dout (deterministic kernel), when
-// given (with alpha 1: the bias of a layer whose gradient is scaled has no column sum here)
+// dW += alpha dout^T . inp (fp32); dbias += the column sums of dout, when given (alpha 1), by a kernel:
+// cuBLASLt's BGRADB epilogue overwrites, and gradient accumulation needs +=
 static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC,
                                    float alpha = 1.0f) {
     if (dbias && alpha != 1.0f) { fatal("matmul_backward_weight: a bias gradient takes alpha 1"); }
-    MatmulSpec spec = matmul_spec(C, OC, BT, inp, 0, C, dout, 1, OC, dw, CUDA_R_32F, C, alpha, 1.0f);
+    MatmulSpec spec = {C, OC, BT, inp, 0, dout, 1, dw, CUDA_R_32F, alpha, 1.0f, NULL, NULL};
     matmul_lt(&spec, 0);
     if (dbias) { column_grads(dbias, dout, BT, OC); }
 }
@@ -325,20 +322,6 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 #define CLASSIFIER_W ((int)(4 / sizeof(floatX)))  // entries per 4-byte unit: 2 bf16, 1 fp32
 #define CLASSIFIER_UNITS (CLASSIFIER_PER_THREAD / CLASSIFIER_W)  // units per thread
 typedef Pack<floatX, CLASSIFIER_W> ClassifierUnit;
-
-// the max (is_max) or the sum of v over the block, returned to every thread: each warp reduces by
-// shuffles, its lane 0 posts the result in posts[warp] (shared memory), and after the barrier every
-// thread combines the posts in warp order, so every thread gets the same bits. The posts must not
-// be written again before every thread has read them: two reductions in a row use two arrays.
-__device__ float block_reduce(float v, int is_max, float* posts) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    if (lane == 0) { posts[warp] = v; }
-    __syncthreads();
-    v = is_max ? -INFINITY : 0.0f;
-    for (int w = 0; w < (int)blockDim.x / 32; w++) { v = is_max ? fmaxf(v, posts[w]) : v + posts[w]; }
-    return v;
-}
 
 // the unit index of this thread's k-th unit of tile t
 __device__ __forceinline__ int classifier_unit(int t, int k) {
@@ -445,19 +428,13 @@ static int norm_blocks(size_t n) {
 }
 
 __global__ void sumsq_kernel(float* partials, const float* g, size_t n) {
+    __shared__ float posts[NORM_THREADS / 32];
     float sum = 0.0f;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         sum += g[i] * g[i];
     }
-    sum = warp_sum(sum);
-    __shared__ float ws[NORM_THREADS / 32];
-    if (threadIdx.x % 32 == 0) { ws[threadIdx.x / 32] = sum; }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
-        for (int w = 0; w < NORM_THREADS / 32; w++) { total += ws[w]; }
-        partials[blockIdx.x] = total;
-    }
+    sum = block_reduce(sum, 0, posts);
+    if (threadIdx.x == 0) { partials[blockIdx.x] = sum; }
 }
 
 // AdamW on one tensor, exactly as gpt2_update in train_gpt2.c, then the floatX copy-down

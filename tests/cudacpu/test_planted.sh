@@ -82,8 +82,8 @@ plant() {
 plant "missing __syncthreads in the column sums (column_sums_kernel)" siamese.cuh \
     '/part\[threadIdx.y\]\[threadIdx.x\] = sum;/{n;/__syncthreads/d;}'
 
-# 2. a missing barrier: the classifier's block_reduce reads the warps' posts before all of them are
-#    written (the row max and the row sum of every row of logits)
+# 2. a missing barrier: block_reduce reads the warps' posts before all of them are written (the
+#    classifier's row max and row sum of every row of logits, sumsq_kernel's partial sums)
 plant "missing __syncthreads in the classifier's block_reduce" train_gpt2.cu \
     '/^__device__ float block_reduce/,/^}/{/__syncthreads();/d;}'
 
@@ -95,48 +95,42 @@ plant "off-by-one in flash_backward_dot_kernel's row loop" attention.cuh \
 # 4. a transposed cuBLASLt operand: a linear layer's weight read untransposed where it is square
 #    (OC = C: the attention projection; a valid shape for cuBLASLt, so no error, only wrong numbers)
 plant "transposed cuBLASLt operand in matmul_forward (W instead of W^T)" train_gpt2.cu \
-    's/MatmulSpec spec = matmul_spec(OC, BT, C, w, 1, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);/MatmulSpec spec = matmul_spec(OC, BT, C, w, OC != C, C, inp, 0, C, out, CUDA_R_X, OC, 1.0f, 0.0f);/'
+    's/MatmulSpec spec = {OC, BT, C, w, 1, inp,/MatmulSpec spec = {OC, BT, C, w, OC != C, inp,/'
 
-# 5. a missing barrier: sumsq_kernel (the gradient norm's partial sums) adds the warps' sums before
-#    all of them are written. A wrong norm only scales the clip, to which AdamW is nearly blind: the
-#    BF16 build's step losses stay within their tolerance, its norm check must fail
-plant "missing __syncthreads in sumsq_kernel" train_gpt2.cu \
-    '/if (threadIdx.x % 32 == 0) { ws\[threadIdx.x \/ 32\] = sum; }/{n;/__syncthreads/d;}' BF16
-
-# 6. the gradient norm 1.25x too large (its square scaled by 1.5625 in every block's partial sum)
+# 5. the gradient norm 1.25x too large (its square scaled by 1.5625 in every block's partial sum)
 plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
-    's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
+    's/partials\[blockIdx.x\] = sum; }/partials[blockIdx.x] = 1.5625f * sum; }/'
 
-# 7-10. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
+# 6-9. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
 #    (siamese.cuh ln_backward_rounds, ln_grads_finish, siamese_input_backward_kernel):
-# 7. a missing barrier: the column pass reads the per-row means before every warp has written its row's
+# 6. a missing barrier: the column pass reads the per-row means before every warp has written its row's
 plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" siamese.cuh \
     '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
-# 8. the finish leaves the last block's partial sums out
+# 7. the finish leaves the last block's partial sums out
 plant "ln_grads_finish skips the last block's partial sums" siamese.cuh \
     's/    column_sums(jobs, n, blocks, C);/    column_sums(jobs, n, blocks - 1, C);/'
-# 9. the blocks write their partial sums in another layout than the finish reads (block-major, not
+# 8. the blocks write their partial sums in another layout than the finish reads (block-major, not
 #    sum-major): every gradient gets other blocks' and other sums' partials
 plant "block partials written block-major, read sum-major" siamese.cuh \
     's/float\* p = partials + ((size_t)q \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + q) * C + i;/'
-# 10. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
+# 9. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
 #    instead of dr * yhat
 plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
     's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
 
-# 11. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
+# 10. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
 #    into the softmax
 plant "vocabulary bound in classifier_load (i <= V)" train_gpt2.cu \
     's/x\[k\]\[e\] = j \* CLASSIFIER_W + e < V ?/x[k][e] = j * CLASSIFIER_W + e <= V ?/'
 
-# 12. the padding not zeroed: the classifier stores only the units that hold real entries, so the
+# 11. the padding not zeroed: the classifier stores only the units that hold real entries, so the
 #    padding after them keeps its logits (0 in the trainer, whose padded rows of wte are zero: the
 #    kernel's own check, with random padding logits, shows it)
 plant "padding of dlogits not written (units past V skipped)" train_gpt2.cu \
     's/if (j >= Vp \/ CLASSIFIER_W) { continue; }/if (j * CLASSIFIER_W >= V) { continue; }/' \
     classifier 4 N=5 V=301 Vp=304
 
-# 13, 14. the embedding gradient's finish (the chunks of a token at half the positions; data/test
+# 12, 13. the embedding gradient's finish (the chunks of a token at half the positions; data/test
 #    has no token with more than one chunk): a chunk left out, then the chunks added in reverse
 #    order (the sum changes in its last bits: the kernel's check is bit for bit)
 plant "a chunk skipped in wte_finish_kernel" train_gpt2.cu \
