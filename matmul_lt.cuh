@@ -147,6 +147,7 @@ static void lt_setup(void) {
     lt_workspace = cuda_malloc_check(LT_WORKSPACE_BYTES, "cuBLASLt workspace");
 }
 
+// at exit: the plans, the workspace and the handle released
 static void lt_teardown(void) {
     for (int i = 0; i < lt_num_plans; i++) {
         cublasCheck(cublasLtMatrixLayoutDestroy(lt_plans[i].la));
@@ -155,10 +156,7 @@ static void lt_teardown(void) {
         cublasCheck(cublasLtMatmulDescDestroy(lt_plans[i].desc));
     }
     free(lt_plans);
-    lt_plans = NULL;
-    lt_num_plans = lt_max_plans = 0;
     cudaCheck(cudaFree(lt_workspace));
-    lt_workspace = NULL;
     cublasCheck(cublasLtDestroy(lt_handle));
 }
 

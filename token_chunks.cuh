@@ -1,6 +1,6 @@
 /*
 token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient: the work list that
-wte_backward's comment describes, made on the host and uploaded.
+wte_backward's comment describes, made on the host and uploaded (token_chunks_build).
 */
 #ifndef TOKEN_CHUNKS_CUH
 #define TOKEN_CHUNKS_CUH
@@ -22,8 +22,7 @@ typedef struct {
     int BT;  // positions the arrays were allocated for
     int n_chunks, n_split, n_partials;
     size_t at_start, at_token, at_slot, at_split_token, at_split_first, len;  // offsets in list; ints in use
-    int* list;            // pinned host (6 BT + 2)
-    int* d_list;          // device (6 BT + 2)
+    int *list, *d_list;   // pinned host, device
     int* group_of_token;  // host (V): -1, but during token_chunks_build
     int* group_end;       // host (BT) scratch: the end of each group in pos
 } TokenChunks;
@@ -43,7 +42,8 @@ static void token_chunks_free(TokenChunks* tc) {
     free(tc->group_of_token);  // and group_end
 }
 
-// the work list of the BT tokens (tc->list; the upload is the caller's)
+// the work list of the BT tokens in tc->list, then its upload to tc->d_list without waiting (the host
+// must not rewrite tc->list before the copy is done)
 static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
     int *list = tc->list, *group_of_token = tc->group_of_token, *end = tc->group_end;
@@ -93,12 +93,7 @@ static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     list[tc->at_start + n_chunks] = BT;
     list[tc->at_split_first + n_split] = slot;
     tc->n_partials = slot;
-}
-
-// the work list to the device, without waiting (the host must not rewrite tc->list before the
-// copy is done)
-static void token_chunks_upload(const TokenChunks* tc) {
-    cudaCheck(cudaMemcpyAsync(tc->d_list, tc->list, tc->len * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaMemcpyAsync(tc->d_list, list, tc->len * sizeof(int), cudaMemcpyHostToDevice, 0));
 }
 
 #endif // TOKEN_CHUNKS_CUH

@@ -148,13 +148,9 @@ __global__ void wte_finish_kernel(float* dwte, const float* partials, const int*
     dwte[(size_t)split_token[k] * C + c] += sum;
 }
 
-// dwte += dL/de = dx (+ dy) summed by token, from the work list on the device; partials: free
-// device memory for tc->n_partials rows of C floats (at most 2 BT / EMBED_CHUNK rows)
-static void wte_backward(float* dwte, float* partials, size_t partials_floats, const float* dx, const float* dy,
-                         const TokenChunks* tc, int C) {
-    if ((size_t)tc->n_partials * C > partials_floats) {
-        fatal("wte_backward: %d partial rows of %d do not fit in %zu floats", tc->n_partials, C, partials_floats);
-    }
+// dwte += dL/de = dx (+ dy) summed by token, from the work list on the device; partials: free device memory
+// for 2 BT / EMBED_CHUNK rows of C floats (n > EMBED_CHUNK positions make under 2n / EMBED_CHUNK chunks)
+static void wte_backward(float* dwte, float* partials, const float* dx, const float* dy, const TokenChunks* tc, int C) {
     const int* d = tc->d_list;
     wte_chunk_kernel<<<tc->n_chunks, EMBED_THREADS>>>(dwte, partials, dx, dy, d, d + tc->at_start, d + tc->at_token,
                                                       d + tc->at_slot, C);
@@ -291,18 +287,16 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention: qkv rows are [q | k | v], each C = NH heads of HS = C/NH channels; per
-// (b, head) out = causal softmax(q k^T / sqrt(HS)) v. Flash attention, in attention.cuh (a chapter
-// of its own): q, k, v read straight from the qkv rows, the output written into the (B, T, C)
-// rows the projection reads, and per row a log-sum-exp saved for the backward pass (no (B, NH, T,
-// T) tensor). Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
+// causal self-attention, per (b, head) out = causal softmax(q k^T / sqrt(HS)) v: flash attention. It
+// reads q, k, v straight from the qkv rows [q | k | v] (NH heads of HS = C/NH channels each), writes
+// the (B, T, C) rows the projection reads and per row a log-sum-exp for the backward pass. Head sizes
+// 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
 // ----------------------------------------------------------------------------
-// the fused classifier: softmax cross-entropy over the V real entries of each logits row (the
-// entries V..Vp-1 are padding) and its gradient, in ONE pass over the row, the gradient written
-// IN PLACE over the logits (the probabilities never exist as a tensor):
+// the fused classifier: softmax cross-entropy over the V real entries of each logits row (V..Vp-1 are
+// padding) and its gradient, in ONE pass over the row, written IN PLACE over the logits:
 //     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
 // with dloss = 1 / (B*T), the gradient of the mean loss.
@@ -328,8 +322,9 @@ __device__ __forceinline__ int classifier_unit(int t, int k) {
     return t * (CLASSIFIER_TILE / CLASSIFIER_W) + threadIdx.x + k * CLASSIFIER_THREADS;
 }
 
-// x = this thread's units of tile t of the row, as fp32; -inf for the padding and past the row
-__device__ __forceinline__ void classifier_load(float (*x)[CLASSIFIER_W], const floatX* row, int t, int V, int Vp) {
+// x = this thread's units of tile t of the row, as fp32 (-inf for the padding and past the row); returns their max
+__device__ __forceinline__ float classifier_load(float (*x)[CLASSIFIER_W], const floatX* row, int t, int V, int Vp) {
+    float max = -INFINITY;
     for (int k = 0; k < CLASSIFIER_UNITS; k++) {
         int j = classifier_unit(t, k);
         if (j < Vp / CLASSIFIER_W) {
@@ -338,7 +333,9 @@ __device__ __forceinline__ void classifier_load(float (*x)[CLASSIFIER_W], const 
         } else {
             for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = -INFINITY; }
         }
+        for (int e = 0; e < CLASSIFIER_W; e++) { max = fmaxf(max, x[k][e]); }
     }
+    return max;
 }
 
 // x = exp(x - M) in place; returns their sum
@@ -365,12 +362,7 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
     float x[CLASSIFIER_UNITS][CLASSIFIER_W];
     // 1. the row max
     float thread_max = -INFINITY;
-    for (int t = 0; t < tiles; t++) {
-        classifier_load(x, l, t, V, Vp);
-        for (int k = 0; k < CLASSIFIER_UNITS; k++) {
-            for (int e = 0; e < CLASSIFIER_W; e++) { thread_max = fmaxf(thread_max, x[k][e]); }
-        }
-    }
+    for (int t = 0; t < tiles; t++) { thread_max = fmaxf(thread_max, classifier_load(x, l, t, V, Vp)); }
     float M = block_reduce(thread_max, 1, max_posts);
     // 2. the sum of exp(x - M)
     float thread_sum = 0.0f;
@@ -855,7 +847,6 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
         // just enqueued (kernel launches return at once); its upload queues behind them, and the
         // wait for the losses below waits for it too, before the next forward pass rewrites the list
         token_chunks_build(&m->chunks, m->inputs, BT);
-        token_chunks_upload(&m->chunks);
         // the one wait of a forward pass in training: for the losses, after every copy and kernel above
         cudaCheck(cudaMemcpy(m->host_losses, acts->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
@@ -973,7 +964,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     }
 
     // the embedding feeds both streams when there are two: dL/de = dx + dy
-    wte_backward(g->wte, sc->du, N, sc->dx, dy, &m->chunks, C);  // du is free now: the partial rows
+    wte_backward(g->wte, sc->du, sc->dx, dy, &m->chunks, C);  // du is free now: the partial rows
     wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sc->dx, dy, B, T, C);
     cudaCheckLaunch();
 }

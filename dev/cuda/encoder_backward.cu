@@ -195,7 +195,6 @@ int main(int argc, char** argv) {
             }
             const int* t = tokens + (size_t)b * N;
             token_chunks_build(&tc, t, N);
-            token_chunks_upload(&tc);
             int ng = groups_from_chunks(groups, &tc);
             cudaCheck(cudaMemcpy(d_groups, groups, (2 * (size_t)ng + 1) * sizeof(int), cudaMemcpyHostToDevice));
             printf("  batch: %s: %d distinct tokens, %d chunks; %d tokens have several (%d partial rows)\n",
@@ -205,7 +204,7 @@ int main(int argc, char** argv) {
                     wte_backward_v1<<<ng, EMBED_THREADS>>>(d_dwte, d_dx, d_dy, d_groups, d_groups + ng, tc.d_list, C);
                     cudaCheckLaunch();
                 } else {
-                    wte_backward(d_dwte, d_partials, nx, d_dx, d_dy, &tc, C);
+                    wte_backward(d_dwte, d_partials, d_dx, d_dy, &tc, C);
                 }
             };
             restore();
