@@ -20,10 +20,9 @@ static inline void cuda_check(cudaError_t err, const char* call, const char* fil
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
 
-// Kernels run asynchronously: a fault inside one (an out-of-bounds access, say) surfaces at the next
-// call that waits for the GPU, often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1
-// (train_gpt2cu and test_gpt2cu; any value but "" or "0") waits for every kernel and cuBLASLt call
-// right after its launch, so the error names the launch that failed. Slow: for debugging only.
+// Kernels run asynchronously: a fault inside one surfaces at the next call that waits for the GPU,
+// often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1 (any value but "" or "0") waits
+// after every kernel and cuBLASLt launch, so the error names the launch that failed (slow: debugging).
 static inline void cuda_check_launch(const char* what, const char* file, int line) {
     static int sync_check = -1;  // -1: not read yet
     if (sync_check < 0) {

@@ -67,10 +67,9 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// the max (is_max) or the sum of v over the block, returned to every thread: each warp reduces by
-// shuffles, its lane 0 posts the result in posts[warp] (shared memory), and after the barrier every
-// thread combines the posts in warp order, so every thread gets the same bits. The posts must not
-// be written again before every thread has read them: two reductions in a row use two arrays.
+// the max (is_max) or the sum of v over the block, the same bits in every thread: each warp's lane 0
+// posts its warp's result in posts[warp] (shared memory), and after the barrier every thread combines
+// the posts in warp order. Two reductions in a row use two arrays (all must read before a rewrite).
 __device__ float block_reduce(float v, int is_max, float* posts) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     v = is_max ? warp_max(v) : warp_sum(v);
@@ -98,8 +97,7 @@ static void cast_to_x(floatX* dst, const float* src, size_t n) {
 // ============================================================================
 
 // ----------------------------------------------------------------------------
-// embedding: e[b,t] = wte[token] + wpe[t]. One thread per output element. In siamese mode the
-// same values also start stream Y (out2).
+// embedding: e[b,t] = wte[token] + wpe[t], one thread per element; in siamese mode also stream Y (out2)
 
 __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tokens, const floatX* wte,
                                        const floatX* wpe, int BT, int T, int C) {
@@ -115,14 +113,12 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
 // and wpe[t]. A token can appear many times in a batch, so, with no atomics, the host makes a work
 // list from the tokens alone (token_chunks_build, while the GPU runs the forward pass): the
 // positions grouped by token, each group cut into chunks of EMBED_CHUNK positions. Then
-//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in order; a token with
-//     one chunk adds that sum into its row of dwte, the chunks of a token with several write
-//     partial rows;
-//   wte_finish_kernel: one block per such token and 256 columns adds its partial rows in order.
-// No block sums more than EMBED_CHUNK rows, and every sum has an order fixed by the tokens.
+//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in order, into dwte for a
+//     token's only chunk, else into a partial row;
+//   wte_finish_kernel: one block per token with several chunks and 256 columns adds its partial rows
+//     in order. No block sums more than EMBED_CHUNK rows; every sum's order is fixed by the tokens.
 
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
-
 #include "token_chunks.cuh"  // TokenChunks: the work list, made and uploaded by the host
 
 __global__ void wte_chunk_kernel(float* dwte, float* partials, const float* dx, const float* dy, const int* pos,
@@ -232,16 +228,14 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 // ----------------------------------------------------------------------------
 // the linear layers: matmuls through cuBLASLt
 //
-// cuBLASLt, like all of BLAS, is column-major: a col-major (m x n) matrix with leading dimension ld
-// stores element (i, j) at i + j * ld. Our tensors are row-major, and the bytes of a row-major
-// (R x K) array M are exactly the col-major (K x R) matrix M^T with ld = K. So we compute the
-// TRANSPOSE of each product, whose operands are the transposes cuBLASLt sees for free. With W
-// (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC), as MatmulSpecs (matmul_lt.cuh):
+// cuBLASLt, like all of BLAS, is column-major, and the bytes of a row-major (R x K) array M are
+// exactly the col-major (K x R) matrix M^T. So we compute the TRANSPOSE of each product, whose
+// operands are the transposes cuBLASLt sees for free. With W (OC, C) row-major like nn.Linear,
+// inp (BT, C), out (BT, OC), each is a MatmulSpec (matmul_lt.cuh), D (m x n) = op(A) . op(B):
 //
 //   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
-//             W's bytes are W^T (C x OC), so A = W with op T; inp's bytes are inp^T, so B = inp
-//             with op N; D = out^T; m = OC, n = BT, k = C. The bias epilogue adds bias[i] to row
-//             i of D, i.e. to output channel i.
+//             W's bytes are W^T, so A = W with op T; B = inp with op N; m = OC, n = BT, k = C.
+//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i.
 //   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
 //             A = W op N, B = dout op N; m = C, n = BT, k = OC.
 //   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
@@ -249,9 +243,8 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 //             accumulates into the fp32 gradient.
 #include "matmul_lt.cuh"
 
-// The fused GELU backward epilogue (test_gpt2cu sets 0 to check the GELU kernel path too), tried
-// only where the GELU pre-activation's leading dimension (4C) is a multiple of 8, as cuBLASLt
-// documents for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: even C (-e d2c63h7 has 4C = 252).
+// The fused GELU backward (test_gpt2cu sets 0 to check the GELU kernel too), tried only where cuBLASLt's
+// EPILOGUE_AUX_LD, 4C, is a multiple of 8, as it documents: even C (-e d2c63h7 has 4C = 252).
 static int gelu_fusion = 1;
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
@@ -260,18 +253,16 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* w, cons
     matmul_lt(&spec, 0);
 }
 
-// dinp = alpha dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre,
-// the layer's input was GELU(gelu_pre) and dinp becomes dL/d(gelu_pre) (the fused DGELU epilogue,
-// else the GELU kernel after the plain matmul).
+// dinp = alpha dout . W (dinp_type CUDA_R_X or CUDA_R_32F; beta = 1 accumulates). With gelu_pre (the
+// layer's input was GELU(gelu_pre)), dinp = dL/d(gelu_pre): the fused DGELU epilogue, else the GELU kernel.
 static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float beta, const floatX* dout, const floatX* w,
                                   int BT, int C, int OC, const floatX* gelu_pre, float alpha = 1.0f) {
-    MatmulSpec spec = {C, BT, OC, w, 0, dout, 0, dinp, dinp_type, alpha, beta, NULL, NULL};
-    if (gelu_pre) {
-        if (dinp_type != CUDA_R_X || beta != 0.0f) { fatal("matmul_backward_input: GELU backward needs a fresh floatX output"); }
-        MatmulSpec fused = spec;
-        fused.aux = gelu_pre;
-        if (gelu_fusion && C % 8 == 0 && matmul_lt(&fused, 1)) { return; }
+    if (gelu_pre && (dinp_type != CUDA_R_X || beta != 0.0f)) {
+        fatal("matmul_backward_input: GELU backward needs a fresh floatX output");
     }
+    MatmulSpec spec = {C, BT, OC, w, 0, dout, 0, dinp, dinp_type, alpha, beta, NULL, gelu_pre};
+    if (gelu_pre && gelu_fusion && C % 8 == 0 && matmul_lt(&spec, 1)) { return; }
+    spec.aux = NULL;  // the plain matmul, then the GELU kernel
     matmul_lt(&spec, 0);
     if (gelu_pre) { gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1); }
 }
@@ -287,10 +278,9 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention, per (b, head) out = causal softmax(q k^T / sqrt(HS)) v: flash attention. It
-// reads q, k, v straight from the qkv rows [q | k | v] (NH heads of HS = C/NH channels each), writes
-// the (B, T, C) rows the projection reads and per row a log-sum-exp for the backward pass. Head sizes
-// 1 to 128 (gpt2_allocate checks, at start-up).
+// causal self-attention: flash attention reads q, k, v straight from the qkv rows [q | k | v] (NH heads of
+// HS = C/NH channels), writes the (B, T, C) rows the projection reads and a log-sum-exp per row for the
+// backward pass. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
 
 #include "attention.cuh"
 
@@ -301,14 +291,13 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 //     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
 // with dloss = 1 / (B*T), the gradient of the mean loss.
 //
-// One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD
-// entries of the row in registers as fp32 (-inf for the padding), read in 4-byte units t,
-// t + CLASSIFIER_THREADS, ... (coalesced). Then 1. the row max M (block_reduce); 2. e_i =
-// exp(x_i - M) in place of x_i, and their sum S; 3. loss = M + log S - logit[target], and
-// dlogits_i = e_i * (dloss / S), less dloss at the target. The row is read once and written once
-// for rows of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread
-// fill 1024 threads' 64 registers without a spill): classifier_kernel<true>. A longer row takes
-// classifier_kernel<false>, the same steps over tiles of the row, each loaded again per step.
+// One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD entries of the row in
+// registers as fp32 (-inf for the padding), read in 4-byte units t, t + CLASSIFIER_THREADS, ... (coalesced). Then
+// 1. the row max M (block_reduce); 2. e_i = exp(x_i - M) in place of x_i, and their sum S; 3. loss = M + log S -
+// logit[target], and dlogits_i = e_i * (dloss / S), less dloss at the target. The row is read once and written once
+// for rows of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread fill 1024
+// threads' 64 registers without a spill): classifier_kernel<true>. A longer row takes classifier_kernel<false>, the
+// same steps over tiles of the row, each loaded again per step.
 
 #define CLASSIFIER_THREADS 1024
 #define CLASSIFIER_PER_THREAD 50
@@ -406,10 +395,9 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 // ----------------------------------------------------------------------------
 // optimizer kernels
 
-// partial sums of squares of the fp32 gradients, one per block; the host adds the partials in
-// order (in double). The grid is a function of n alone (norm_blocks): every addition happens in an
-// order fixed by n. Small tensors get few blocks (each thread sums at least NORM_PER_THREAD
-// elements); GPT-2 sizes get NORM_MAX_BLOCKS, about two waves on a 132-SM H100.
+// partial sums of squares of the fp32 gradients, one per block, added by the host in order (in double).
+// The grid is a function of n alone (norm_blocks), so is every order of addition: small tensors get few
+// blocks (each thread sums NORM_PER_THREAD elements or more), GPT-2 sizes NORM_MAX_BLOCKS (~2 waves on an H100).
 #define NORM_THREADS 512
 #define NORM_MAX_BLOCKS 1024
 #define NORM_PER_THREAD 16
