@@ -107,9 +107,8 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
 }
 
 static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
-    cublasLtEpilogue_t epilogue =
-        spec->aux ? CUBLASLT_EPILOGUE_DGELU : (spec->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    LtKey key = {spec->m, spec->n, spec->k, spec->transa, spec->transb, spec->d_type, epilogue,
+    LtKey key = {spec->m, spec->n, spec->k, spec->transa, spec->transb, spec->d_type,
+                 spec->aux ? CUBLASLT_EPILOGUE_DGELU : spec->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT,
                  lt_alignment(spec->A), lt_alignment(spec->B), lt_alignment(spec->D)};
     LtPlan* p = NULL;
     for (int i = 0; i < lt_num_plans && p == NULL; i++) {

@@ -3,9 +3,8 @@ train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision.
 
 What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
 GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
-that share every attention and MLP block). This file is the GPU version of that CPU reference,
-with the same structure, the same command line, the same checkpoints and the same step line
-(plus MFU).
+that share every attention and MLP block). This file is the GPU version of that CPU reference, with
+the same structure, command line, checkpoints and step line (plus MFU).
 
 Precision (the default BF16 build):
   - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
@@ -71,9 +70,8 @@ __device__ __forceinline__ float warp_max(float v) {
 // posts its warp's result in posts[warp] (shared memory), and after the barrier every thread combines
 // the posts in warp order. Two reductions in a row use two arrays (all must read before a rewrite).
 __device__ float block_reduce(float v, int is_max, float* posts) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     v = is_max ? warp_max(v) : warp_sum(v);
-    if (lane == 0) { posts[warp] = v; }
+    if (threadIdx.x % 32 == 0) { posts[threadIdx.x / 32] = v; }
     __syncthreads();
     v = is_max ? -INFINITY : 0.0f;
     for (int w = 0; w < (int)blockDim.x / 32; w++) { v = is_max ? fmaxf(v, posts[w]) : v + posts[w]; }
@@ -185,8 +183,8 @@ static void residual_forward(floatX* out, const floatX* x, const floatX* z, size
 }
 
 // ----------------------------------------------------------------------------
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The forward is this kernel, not
-// an epilogue, so the recompute (-r 1, 2) rebuilds it bit for bit; the backward where no DGELU epilogue runs.
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). A kernel, not an epilogue, in the
+// forward (so the recompute, -r 1 or 2, rebuilds it bit for bit) and in the backward where no DGELU runs.
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
 
