@@ -10,9 +10,8 @@ run on. Every failure ends the program with one line (fatal, common/utils.h).
 #include <cublasLt.h>
 #include "common/utils.h"
 
-// the architecture the Makefile compiled for (GPU_ARCH), to say so clearly on an older GPU
 #ifndef GPU_ARCH_BUILT
-#define GPU_ARCH_BUILT 0
+#define GPU_ARCH_BUILT 0  // the architecture the Makefile compiled for (GPU_ARCH), to say so on an older GPU
 #endif
 
 static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
@@ -33,8 +32,7 @@ static inline void cuda_check_launch(const char* what, const char* file, int lin
     cuda_check(cudaGetLastError(), what, file, line);                      // a bad launch configuration
     if (sync_check) { cuda_check(cudaDeviceSynchronize(), what, file, line); }  // a fault while it ran
 }
-// after every kernel launch
-#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)
+#define cudaCheckLaunch() cuda_check_launch("kernel launch", __FILE__, __LINE__)  // after every kernel launch
 
 static inline void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
     if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLASLt: %s (%s at %s:%d)", cublasGetStatusString(st), call, file, line); }

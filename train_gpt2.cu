@@ -49,14 +49,12 @@ functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 typedef float floatX;
 #define CUDA_R_X CUDA_R_32F
 #define PRECISION_NAME "fp32"
-// H100 SXM dense fp32 (no tensor cores) peak, for the MFU of the FP32 build
-#define PEAK_FLOPS 67e12
+#define PEAK_FLOPS 67e12  // H100 SXM dense fp32 peak (no tensor cores), MFU's denominator in the FP32 build
 #else
 typedef __nv_bfloat16 floatX;
 #define CUDA_R_X CUDA_R_16BF
 #define PRECISION_NAME "bf16"
-// H100 SXM dense bf16 tensor-core peak (989 TFLOP/s), the denominator of MFU
-#define PEAK_FLOPS 989e12
+#define PEAK_FLOPS 989e12  // H100 SXM dense bf16 tensor-core peak (989 TFLOP/s), the denominator of MFU
 #endif
 
 #include "siamese.cuh"  // LayerNorms, plain and two-stream, and the row helpers (Pack, VEC_X, warp_sum, ...)
@@ -192,15 +190,14 @@ __device__ __forceinline__ float gelu_value(float x) {
     return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
 }
 
-// dGELU/dx
-__device__ __forceinline__ float gelu_slope(float x) {
+__device__ __forceinline__ float gelu_slope(float x) {  // dGELU/dx
     float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
     float dth = (1.0f - th * th) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + th) + 0.5f * x * dth;
 }
 
-// out = GELU(inp) (backward 0) or out = out * GELU'(inp) in place (backward 1), W elements per
-// thread (see Pack): W = VEC_X where the tensors allow (row_width)
+// out = GELU(inp) (backward 0) or out = out * GELU'(inp) in place (backward 1), n elements (gelu_apply), W
+// per thread (see Pack): W = VEC_X where the tensors allow (row_width)
 template <int W>
 __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int backward) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -214,7 +211,6 @@ __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int ba
     store_pack<W>(out + i * W, o);
 }
 
-// n elements
 static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
     const void* tensors[] = {out, inp};
     int w = row_width(n, tensors, 2);
@@ -379,8 +375,7 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
     }
 }
 
-// losses of every row of logits, and the rows overwritten by dL/dlogits for dloss = 1 / BT (above).
-// The rows must be whole 4-byte units (the trainer's Vp is a multiple of 128).
+// the losses of the BT rows, the rows overwritten by dL/dlogits (above): whole 4-byte units (the trainer pads to 128)
 static void classifier(floatX* logits, float* losses, const int* targets, int BT, int V, int Vp) {
     if ((uintptr_t)logits % 4 != 0 || Vp % CLASSIFIER_W != 0) {
         fatal("classifier: logits rows of %d entries are not whole 4-byte units", Vp);
