@@ -220,12 +220,10 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 }
 
 // ----------------------------------------------------------------------------
-// the linear layers: matmuls through cuBLASLt
-//
-// cuBLASLt, like all of BLAS, is column-major, and the bytes of a row-major (R x K) array M are
-// exactly the col-major (K x R) matrix M^T. So we compute the TRANSPOSE of each product, whose
-// operands are the transposes cuBLASLt sees for free. With W (OC, C) row-major like nn.Linear,
-// inp (BT, C), out (BT, OC), each is a MatmulSpec (matmul_lt.cuh), D (m x n) = op(A) . op(B):
+// the linear layers, matmuls through cuBLASLt. cuBLASLt, like all of BLAS, is column-major, and the bytes
+// of a row-major (R x K) array M are exactly the col-major (K x R) matrix M^T. So we compute the TRANSPOSE
+// of each product, whose operands are the transposes cuBLASLt sees for free. With W (OC, C) row-major
+// like nn.Linear, inp (BT, C), out (BT, OC), each is a MatmulSpec (matmul_lt.cuh), D (m x n) = op(A) . op(B):
 //
 //   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
 //             W's bytes are W^T, so A = W with op T; B = inp with op N; m = OC, n = BT, k = C.
@@ -275,7 +273,6 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 // causal self-attention: flash attention reads q, k, v straight from the qkv rows [q | k | v] (NH heads of
 // HS = C/NH channels), writes the (B, T, C) rows the projection reads and a log-sum-exp per row for the
 // backward pass. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
-
 #include "attention.cuh"
 
 // ----------------------------------------------------------------------------

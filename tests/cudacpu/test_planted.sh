@@ -84,7 +84,7 @@ plant "missing __syncthreads in the column sums (column_sums_kernel)" siamese.cu
 
 # 2. a missing barrier: block_reduce reads the warps' posts before all of them are written (the
 #    classifier's row max and row sum of every row of logits, sumsq_kernel's partial sums)
-plant "missing __syncthreads in the classifier's block_reduce" train_gpt2.cu \
+plant "missing __syncthreads in block_reduce (the classifier's, sumsq_kernel's)" train_gpt2.cu \
     '/^__device__ float block_reduce/,/^}/{/__syncthreads();/d;}'
 
 # 3. an off-by-one in a row loop: D = rowsum(dO O) of attention's backward leaves out the last
