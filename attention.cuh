@@ -1,32 +1,30 @@
 /*
 attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at FlashAttention-2's
-design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu and attention_backward.cu
-include it to check it against CPU references. The includer defines floatX (float with ENABLE_FP32, else
-__nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
+design: train_gpt2.cu's attention, checked against CPU references by dev/cuda/attention_forward.cu and
+attention_backward.cu. The includer defines floatX (float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call),
+cudaCheckLaunch() and ceil_div(a, b).
 
-The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
-s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
-So the forward pass saves (B, NH, T) floats, and no kernel holds more of the T x T matrix than a tile.
+The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)), s = q_t . k_t2 /
+sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later: the forward saves (B, NH, T)
+floats, and no kernel holds more of the T x T matrix than a tile.
 
 Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams the keys and
-values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its rows, then the online softmax
-(log2 units: s scaled by log2(e) / sqrt(HS); keys after the query masked), two lanes per row:
+values through shared memory in tiles. Per key tile each warp forms S = Q K^T, then the online softmax (log2 units:
+s scaled by log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
-and at the end out = O / l, lse = (m + log2 l) ln 2. The blocks with the most key tiles start first.
+and at the end out = O / l, lse = (m + log2 l) ln 2.
 
 Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
 tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles that other blocks
-own: without atomics, each block adds into an fp32 slice of dq_acc that only it writes (split s owns the key tiles
-s, s + nsplits, ... of its head), and flash_backward_dq_kernel sums the slices in split order. nsplits depends on
-B*NH and T only, never on the GPU, so the gradients are bit-identical between runs and between GPUs.
+dK and dV stay in registers and are written once. dQ sums over key tiles that other blocks own: without atomics,
+each block adds into an fp32 slice of dq_acc that only it writes, and flash_backward_dq_kernel sums the slices in
+split order. The splits depend on B*NH and T only, so the gradients are bit-identical between runs and GPUs.
 
 Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS are zero on load
 and never stored), so tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile
-products run on tensor cores (WMMA: bf16 in, fp32 accumulation). What each kernel moves and computes, and its
-lower-bound time: dev/cuda/README.md.
+products run on tensor cores (WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -111,9 +109,7 @@ template <typename LA, typename LB>
 __device__ __forceinline__ void fa_mma(FaAcc& d, const FaA<LA>& a, const FaA<LB>& b) {
     for (int e = 0; e < 8; e++) {
         int i = e * 32 + threadIdx.x % 32, r = i >> 4, c = i & 15;
-        float sum = d.x[e];
-        for (int k = 0; k < 16; k++) { sum += a.at(r, k) * b.at(k, c); }
-        d.x[e] = sum;
+        for (int k = 0; k < 16; k++) { d.x[e] += a.at(r, k) * b.at(k, c); }
     }
 }
 // where accumulator element e of this lane lies in a row-major tile of leading dimension ld
@@ -152,6 +148,19 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 // one head's rows in global memory: row t < T at p + t * stride, HS channels; wide: see flash_wide
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
+// FA_VEC floats as floatX at p: one 16-byte store where wide, else the first n of them one by one
+__device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, bool wide) {
+    if (wide) {
+        FaVec v;
+        for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
+        *(FaVec*)p = v;
+    } else {
+        for (int k = 0; k < FA_VEC; k++) {
+            if (k < n) { p[k] = (floatX)a[k]; }
+        }
+    }
+}
+
 // ROWS rows of HSP channels from row t0 on (zero past HS and T) on their way to shared memory: fetch
 // issues this thread's vector loads before the math on the current tile, put stores them (at dst, leading
 // dimension ld) after it. Not wide: put copies elements (a prefetch would cost the registers of both paths).
@@ -164,11 +173,7 @@ struct FaTileRegs {
         if (!g.wide) { return; }
         for (int i = 0; i < count; i++) {
             int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
-            if (t < g.T && c < g.HS) {
-                v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
-            } else {
-                for (int k = 0; k < FA_VEC; k++) { v[i].v[k] = (floatX)0.0f; }
-            }
+            v[i] = t < g.T && c < g.HS ? *(const FaVec*)(g.p + (size_t)t * g.stride + c) : FaVec{};  // {}: zeros
         }
     }
     __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
@@ -210,20 +215,7 @@ __device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const 
     __syncwarp(0xffffffffu);
     for (int e = threadIdx.x % 32; e < FA_ROWS * per_row; e += 32) {
         int row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
-        if (t >= T) { continue; }
-        const float* a = stage + row * ld + c;
-        floatX* p = dst + (size_t)t * stride + c;
-        if (wide) {
-            if (c < HS) {
-                FaVec v;
-                for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
-                *(FaVec*)p = v;
-            }
-        } else {
-            for (int k = 0; k < FA_VEC; k++) {
-                if (c + k < HS) { p[k] = (floatX)a[k]; }
-            }
-        }
+        if (t < T && c < HS) { fa_store_vec(dst + (size_t)t * stride + c, stage + row * ld + c, HS - c, wide); }
     }
 }
 
@@ -595,23 +587,13 @@ __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int 
     int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
     float sum[FA_VEC] = {};
     for (int s = 0; s < splits; s++) {
-        const float4* a = (const float4*)(dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c);
-        for (int k = 0; k < FA_VEC / 4; k++) {
-            float4 v = a[k];
-            sum[4 * k] += v.x;
-            sum[4 * k + 1] += v.y;
-            sum[4 * k + 2] += v.z;
-            sum[4 * k + 3] += v.w;
+        const float* a = dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c;
+        for (int k = 0; k < FA_VEC; k += 4) {
+            FaQuad<float> v = *(const FaQuad<float>*)(a + k);
+            for (int e = 0; e < 4; e++) { sum[k + e] += v.v[e]; }
         }
     }
-    floatX* dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + h * HS + c;
-    if (wide) {
-        FaVec v;
-        for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)sum[k]; }
-        *(FaVec*)dst = v;
-    } else {
-        for (int k = 0; k < FA_VEC && c + k < HS; k++) { dst[k] = (floatX)sum[k]; }
-    }
+    fa_store_vec(dqkv + ((size_t)b * T + t) * 3 * NH * HS + h * HS + c, sum, HS - c, wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -714,8 +696,7 @@ static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, cons
     float scale = 1.0f / sqrtf((float)HS);
     backward_kv<<<grid, FA_THREADS, k->bwd_smem>>>(dqkv, dq_acc, lse, D, qkv, dout, T, NH, HS, nsplits, scale, wide);
     cudaCheckLaunch();
-    int dq_blocks = ceil_div((long)B * NH * T * (k->hsp / FA_VEC), 256);
-    backward_dq<<<dq_blocks, 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
+    backward_dq<<<ceil_div((long)B * NH * T * k->hsp / FA_VEC, 256), 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
     cudaCheckLaunch();
 }
 
