@@ -1,8 +1,7 @@
 /*
-attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at FlashAttention-2's
-design: train_gpt2.cu's attention, checked against CPU references by dev/cuda/attention_forward.cu and
-attention_backward.cu. The includer defines floatX (float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call),
-cudaCheckLaunch() and ceil_div(a, b).
+attention.cuh: train_gpt2.cu's causal self-attention, forward and backward, at FlashAttention-2's design: no (B, NH,
+T, T) matrix. dev/cuda/attention_forward.cu and attention_backward.cu check it against CPU references. The includer
+defines floatX (float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call), cudaCheckLaunch(), ceil_div(a, b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)), s = q_t . k_t2 /
 sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later: the forward saves (B, NH, T)
@@ -161,9 +160,9 @@ __device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, b
     }
 }
 
-// ROWS rows of HSP channels from row t0 on (zero past HS and T) on their way to shared memory: fetch
-// issues this thread's vector loads before the math on the current tile, put stores them (at dst, leading
-// dimension ld) after it. Not wide: put copies elements (a prefetch would cost the registers of both paths).
+// ROWS rows of HSP channels from row t0 (zero past HS and T) on their way to shared memory: fetch issues the vector
+// loads before the current tile's math, put stores them (at dst, leading dimension ld) after it; not wide, put
+// copies elements (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -246,8 +245,8 @@ struct FaFwd {
     static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
 };
 
-// Block (b * NH + h, query tile counted from the last); 4 warps of 16 query rows, key tiles of BC
-// from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
+// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first);
+// key tiles of BC from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -273,11 +272,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     int ntiles = last / BC + 1;
 
     fa_fill_index_tile(idx_tile);
-    {
-        FaTileRegs<FA_QUERIES, HSP> qr;
-        qr.fetch(qs, q0);
-        qr.put(Qs, L::LDX, qs, q0);
-    }
+    FaTileRegs<FA_QUERIES, HSP> qr;
+    qr.fetch(qs, q0);
+    qr.put(Qs, L::LDX, qs, q0);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     kv.fetch(ks, vs, 0);
     kv.put(KV, L::LDX, ks, vs, 0);
@@ -428,9 +425,8 @@ struct FaQueryStep {
     }
 };
 
-// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head in turn, each
-// walking the query steps from the diagonal to the end; per warp 16 keys, dV and dK in fragments.
-// Per step, dQ = dS K goes into the block's slice of dq_acc (stored at its first key tile, then added).
+// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head, each walking the query steps
+// from the diagonal on, 16 keys per warp; dQ = dS K goes into the block's dq_acc slice (stored, then added to).
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
@@ -458,8 +454,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
                  vs = {qrows + 2 * C, stride, T, HS, wide},
                  dos = {dout + (size_t)b * T * C + h * HS, (size_t)C, T, HS, wide};
-    const float* lse_h = lse + (size_t)bh * T;
-    const float* D_h = D + (size_t)bh * T;
+    const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;  // this head's rows
     int nkt = (T + FA_KEYS - 1) / FA_KEYS, Tp = (T + BQ - 1) / BQ * BQ;
     float* dqa = dq_acc + ((size_t)split * gridDim.x + bh) * Tp * HSP;  // this block's slice (Tp, HSP)
     const float scale_log2 = scale * FA_LOG2E;
@@ -469,11 +464,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     for (int kt = split; kt < nkt; kt += nsplits) {
         const int k0 = kt * FA_KEYS;
         __syncthreads();  // the previous key tile's last reads of shared memory are done
-        {
-            FaTilePair<FA_KEYS, HSP> kv;
-            kv.fetch(ks, vs, k0);
-            kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
-        }
+        FaTilePair<FA_KEYS, HSP> kv;
+        kv.fetch(ks, vs, k0);
+        kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
         next.put(QD, ST, 0, qs, dos, k0);
@@ -578,12 +571,9 @@ template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
     constexpr int per_row = HSP / FA_VEC, BQ = FaBwd<HSP>::BQ;
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)B * NH * T * per_row) { return; }
-    int c = (int)(i % per_row) * FA_VEC;
-    long row = i / per_row;
-    int t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
-    if (c >= HS) { return; }
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, row = i / per_row;
+    int c = (int)(i % per_row) * FA_VEC, t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
+    if (i >= (long)B * NH * T * per_row || c >= HS) { return; }
     int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
     float sum[FA_VEC] = {};
     for (int s = 0; s < splits; s++) {
