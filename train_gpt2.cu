@@ -564,8 +564,7 @@ typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 // returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 2)
 static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_t* acts_bytes, char* memory,
                             const GPT2Config* cfg, int B, int T, int recompute) {
-    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size, BT = (size_t)B * T;
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
