@@ -667,7 +667,6 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->scratch_bytes = bytes - m->acts_bytes;
     m->buffers_memory = (char*)cuda_malloc_check(bytes, "activations and backward scratch");
     point_buffers(&m->acts, &m->scratch, &m->acts_bytes, m->buffers_memory, cfg, B, T, m->recompute);
-    // what moves between host and GPU in a training step sits in pinned host memory (gpt2_forward)
     m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
     m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
     m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
