@@ -600,8 +600,7 @@ typedef struct GPT2 {
     int batch_size, seq_len;    // the (B, T) the buffers were allocated for
     int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;           // the (B, T) of the last forward pass
-    int *inputs, *targets;      // pinned host (B, T): the tokens of the last forward pass, its targets
-    int *d_inputs, *d_targets;  // device copies
+    int *tokens, *d_tokens;     // pinned host (2, B, T) and device: the last forward pass's inputs, then targets
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
     float* host_losses;         // pinned (B, T)
     TokenChunks chunks;         // the embedding gradient's work list of the last forward pass with targets
@@ -667,10 +666,8 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->scratch_bytes = bytes - m->acts_bytes;
     m->buffers_memory = (char*)cuda_malloc_check(bytes, "activations and backward scratch");
     point_buffers(&m->acts, &m->scratch, &m->acts_bytes, m->buffers_memory, cfg, B, T, m->recompute);
-    m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
-    m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
-    m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
-    m->d_targets = (int*)cuda_malloc_check(BT * sizeof(int), "targets");
+    m->tokens = (int*)pinned_malloc_check(2 * BT * sizeof(int), "tokens");
+    m->d_tokens = (int*)cuda_malloc_check(2 * BT * sizeof(int), "tokens");
     m->host_losses = (float*)pinned_malloc_check(BT * sizeof(float), "losses");
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
@@ -682,9 +679,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
 }
 
 static void gpt2_free(GPT2* m) {
-    void* device[] = {m->params_memory, m->params_x_memory, m->grads_memory,  m->m_memory,
-                      m->buffers_memory, m->d_inputs,        m->d_targets,     m->d_norm_partials};
-    void* pinned[] = {m->inputs, m->targets, m->host_losses, m->host_norm_partials};
+    void* device[] = {m->params_memory,  m->params_x_memory, m->grads_memory,
+                      m->m_memory,       m->buffers_memory,  m->d_tokens,     m->d_norm_partials};
+    void* pinned[] = {m->tokens, m->host_losses, m->host_norm_partials};
     void* host[] = {m->host_params, m->host_moments, m->host_row_x, m->host_row};
     for (void* p : device) { cudaCheck(cudaFree(p)); }
     for (void* p : pinned) { cudaCheck(cudaFreeHost(p)); }
@@ -769,15 +766,13 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     check_tokens(inputs, targets, BT, V);
     m->cur_B = B;
     m->cur_T = T;
-    // The tokens go up from pinned buffers by cudaMemcpyAsync on the default stream, ahead of every
-    // kernel below; the host waits only at the end of the pass, and then the next may rewrite them.
-    memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
+    // The inputs, then the targets, go up from pinned memory in one cudaMemcpyAsync on the default stream,
+    // ahead of every kernel below; the host waits only at the pass's end, then the next may rewrite them.
+    size_t bytes = (targets ? 2 : 1) * (size_t)BT * sizeof(int);
+    memcpy(m->tokens, inputs, (size_t)BT * sizeof(int));
+    if (targets) { memcpy(m->tokens + BT, targets, (size_t)BT * sizeof(int)); }
+    cudaCheck(cudaMemcpyAsync(m->d_tokens, m->tokens, bytes, cudaMemcpyHostToDevice, 0));
     m->has_targets = targets != NULL;
-    if (targets) {
-        memcpy(m->targets, targets, (size_t)BT * sizeof(int));
-        cudaCheck(cudaMemcpyAsync(m->d_targets, m->targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
-    }
 
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
@@ -785,7 +780,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     NormMode mode = cfg->norm_mode;
 
     floatX* resy = norm_mode_layout(mode)->two_streams ? acts->resy : NULL;  // both streams start as e
-    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
+    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_tokens, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
 
     for (int k = 0; k < 2 * L; k++) {
@@ -833,10 +828,10 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     }
     matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
-        classifier(acts->logits, acts->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
+        classifier(acts->logits, acts->losses, m->d_tokens + BT, BT, V, Vp);  // the logits become dL/dlogits
         // the embedding gradient's work list, built on the host while the GPU runs the pass just queued;
         // its upload queues behind it, and the pass's one wait (for the losses, next) covers it too
-        token_chunks_build(&m->chunks, m->inputs, BT);
+        token_chunks_build(&m->chunks, m->tokens, BT);
         token_chunks_upload(&m->chunks);
         cudaCheck(cudaMemcpy(m->host_losses, acts->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
