@@ -895,8 +895,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     matmul_backward_input(sc->du, CUDA_R_32F, 0.0f, acts->logits, p->wte, BT, C, Vp, NULL, loss_scale);
     matmul_backward_weight(g->wte, NULL, acts->logits, acts->lnf, BT, C, Vp, loss_scale);
 
-    // the final LayerNorm(s): dx (and dy) at the last boundary
-    Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final merge
+    Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final LayerNorm(s): dx (and dy) at the last boundary
     switch (mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
