@@ -1,32 +1,29 @@
 /*
-attention.cuh: causal self-attention without the (B, NH, T, T) matrix, forward and backward, at FlashAttention-2's
-design. A chapter of train_gpt2.cu (its only attention); dev/cuda/attention_forward.cu and attention_backward.cu
-include it to check it against CPU references. The includer defines floatX (float with ENABLE_FP32, else
-__nv_bfloat16), cudaCheck(call), cudaCheckLaunch() and ceil_div(a, b).
+attention.cuh: train_gpt2.cu's causal self-attention, forward and backward, at FlashAttention-2's design: no (B, NH,
+T, T) matrix. dev/cuda/attention_forward.cu and attention_backward.cu check it against CPU references. The includer
+defines floatX (float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call), cudaCheckLaunch(), ceil_div(a, b).
 
-The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)),
-s = q_t . k_t2 / sqrt(HS), to recompute every probability later, p(t, t2) = exp(s(t, t2) - lse_t).
-So the forward pass saves (B, NH, T) floats, and no kernel holds more of the T x T matrix than a tile.
+The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)), s = q_t . k_t2 /
+sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later: the forward saves (B, NH, T)
+floats, and no kernel holds more of the T x T matrix than a tile.
 
 Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams the keys and
-values through shared memory in tiles. Per key tile each warp forms S = Q K^T for its rows, then the online softmax
-(log2 units: s scaled by log2(e) / sqrt(HS); keys after the query masked), two lanes per row:
+values through shared memory in tiles. Per key tile each warp forms S = Q K^T, then the online softmax (log2 units:
+s scaled by log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
-and at the end out = O / l, lse = (m + log2 l) ln 2. The blocks with the most key tiles start first.
+and at the end out = O / l, lse = (m + log2 l) ln 2.
 
 Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
 tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers across the query tiles and are written once. dQ sums over key tiles that other blocks
-own: without atomics, each block adds into an fp32 slice of dq_acc that only it writes (split s owns the key tiles
-s, s + nsplits, ... of its head), and flash_backward_dq_kernel sums the slices in split order. nsplits depends on
-B*NH and T only, never on the GPU, so the gradients are bit-identical between runs and between GPUs.
+dK and dV stay in registers and are written once. dQ sums over key tiles that other blocks own: without atomics,
+each block adds into an fp32 slice of dq_acc that only it writes, and flash_backward_dq_kernel sums the slices in
+split order. The splits depend on B*NH and T only, so the gradients are bit-identical between runs and GPUs.
 
 Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS are zero on load
 and never stored), so tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile
-products run on tensor cores (WMMA: bf16 in, fp32 accumulation). What each kernel moves and computes, and its
-lower-bound time: dev/cuda/README.md.
+products run on tensor cores (WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -111,9 +108,7 @@ template <typename LA, typename LB>
 __device__ __forceinline__ void fa_mma(FaAcc& d, const FaA<LA>& a, const FaA<LB>& b) {
     for (int e = 0; e < 8; e++) {
         int i = e * 32 + threadIdx.x % 32, r = i >> 4, c = i & 15;
-        float sum = d.x[e];
-        for (int k = 0; k < 16; k++) { sum += a.at(r, k) * b.at(k, c); }
-        d.x[e] = sum;
+        for (int k = 0; k < 16; k++) { d.x[e] += a.at(r, k) * b.at(k, c); }
     }
 }
 // where accumulator element e of this lane lies in a row-major tile of leading dimension ld
@@ -152,9 +147,22 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 // one head's rows in global memory: row t < T at p + t * stride, HS channels; wide: see flash_wide
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
-// ROWS rows of HSP channels from row t0 on (zero past HS and T) on their way to shared memory: fetch
-// issues this thread's vector loads before the math on the current tile, put stores them (at dst, leading
-// dimension ld) after it. Not wide: put copies elements (a prefetch would cost the registers of both paths).
+// FA_VEC floats as floatX at p: one 16-byte store where wide, else the first n of them one by one
+__device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, bool wide) {
+    if (wide) {
+        FaVec v;
+        for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
+        *(FaVec*)p = v;
+    } else {
+        for (int k = 0; k < FA_VEC; k++) {
+            if (k < n) { p[k] = (floatX)a[k]; }
+        }
+    }
+}
+
+// ROWS rows of HSP channels from row t0 (zero past HS and T) on their way to shared memory: fetch issues the vector
+// loads before the current tile's math, put stores them (at dst, leading dimension ld) after it; not wide, put
+// copies elements (a prefetch would cost the registers of both paths).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -164,11 +172,7 @@ struct FaTileRegs {
         if (!g.wide) { return; }
         for (int i = 0; i < count; i++) {
             int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
-            if (t < g.T && c < g.HS) {
-                v[i] = *(const FaVec*)(g.p + (size_t)t * g.stride + c);
-            } else {
-                for (int k = 0; k < FA_VEC; k++) { v[i].v[k] = (floatX)0.0f; }
-            }
+            v[i] = t < g.T && c < g.HS ? *(const FaVec*)(g.p + (size_t)t * g.stride + c) : FaVec{};  // {}: zeros
         }
     }
     __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
@@ -210,20 +214,7 @@ __device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const 
     __syncwarp(0xffffffffu);
     for (int e = threadIdx.x % 32; e < FA_ROWS * per_row; e += 32) {
         int row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
-        if (t >= T) { continue; }
-        const float* a = stage + row * ld + c;
-        floatX* p = dst + (size_t)t * stride + c;
-        if (wide) {
-            if (c < HS) {
-                FaVec v;
-                for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
-                *(FaVec*)p = v;
-            }
-        } else {
-            for (int k = 0; k < FA_VEC; k++) {
-                if (c + k < HS) { p[k] = (floatX)a[k]; }
-            }
-        }
+        if (t < T && c < HS) { fa_store_vec(dst + (size_t)t * stride + c, stage + row * ld + c, HS - c, wide); }
     }
 }
 
@@ -254,8 +245,8 @@ struct FaFwd {
     static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
 };
 
-// Block (b * NH + h, query tile counted from the last); 4 warps of 16 query rows, key tiles of BC
-// from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
+// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first);
+// key tiles of BC from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -281,11 +272,9 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     int ntiles = last / BC + 1;
 
     fa_fill_index_tile(idx_tile);
-    {
-        FaTileRegs<FA_QUERIES, HSP> qr;
-        qr.fetch(qs, q0);
-        qr.put(Qs, L::LDX, qs, q0);
-    }
+    FaTileRegs<FA_QUERIES, HSP> qr;
+    qr.fetch(qs, q0);
+    qr.put(Qs, L::LDX, qs, q0);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     kv.fetch(ks, vs, 0);
     kv.put(KV, L::LDX, ks, vs, 0);
@@ -436,9 +425,8 @@ struct FaQueryStep {
     }
 };
 
-// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head in turn, each
-// walking the query steps from the diagonal to the end; per warp 16 keys, dV and dK in fragments.
-// Per step, dQ = dS K goes into the block's slice of dq_acc (stored at its first key tile, then added).
+// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head, each walking the query steps
+// from the diagonal on, 16 keys per warp; dQ = dS K goes into the block's dq_acc slice (stored, then added to).
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
@@ -466,8 +454,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
                  vs = {qrows + 2 * C, stride, T, HS, wide},
                  dos = {dout + (size_t)b * T * C + h * HS, (size_t)C, T, HS, wide};
-    const float* lse_h = lse + (size_t)bh * T;
-    const float* D_h = D + (size_t)bh * T;
+    const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;  // this head's rows
     int nkt = (T + FA_KEYS - 1) / FA_KEYS, Tp = (T + BQ - 1) / BQ * BQ;
     float* dqa = dq_acc + ((size_t)split * gridDim.x + bh) * Tp * HSP;  // this block's slice (Tp, HSP)
     const float scale_log2 = scale * FA_LOG2E;
@@ -477,11 +464,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     for (int kt = split; kt < nkt; kt += nsplits) {
         const int k0 = kt * FA_KEYS;
         __syncthreads();  // the previous key tile's last reads of shared memory are done
-        {
-            FaTilePair<FA_KEYS, HSP> kv;
-            kv.fetch(ks, vs, k0);
-            kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
-        }
+        FaTilePair<FA_KEYS, HSP> kv;
+        kv.fetch(ks, vs, k0);
+        kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
         next.put(QD, ST, 0, qs, dos, k0);
@@ -586,32 +571,19 @@ template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
     constexpr int per_row = HSP / FA_VEC, BQ = FaBwd<HSP>::BQ;
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)B * NH * T * per_row) { return; }
-    int c = (int)(i % per_row) * FA_VEC;
-    long row = i / per_row;
-    int t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
-    if (c >= HS) { return; }
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, row = i / per_row;
+    int c = (int)(i % per_row) * FA_VEC, t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
+    if (i >= (long)B * NH * T * per_row || c >= HS) { return; }
     int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
     float sum[FA_VEC] = {};
     for (int s = 0; s < splits; s++) {
-        const float4* a = (const float4*)(dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c);
-        for (int k = 0; k < FA_VEC / 4; k++) {
-            float4 v = a[k];
-            sum[4 * k] += v.x;
-            sum[4 * k + 1] += v.y;
-            sum[4 * k + 2] += v.z;
-            sum[4 * k + 3] += v.w;
+        const float* a = dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c;
+        for (int k = 0; k < FA_VEC; k += 4) {
+            FaQuad<float> v = *(const FaQuad<float>*)(a + k);
+            for (int e = 0; e < 4; e++) { sum[k + e] += v.v[e]; }
         }
     }
-    floatX* dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + h * HS + c;
-    if (wide) {
-        FaVec v;
-        for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)sum[k]; }
-        *(FaVec*)dst = v;
-    } else {
-        for (int k = 0; k < FA_VEC && c + k < HS; k++) { dst[k] = (floatX)sum[k]; }
-    }
+    fa_store_vec(dqkv + ((size_t)b * T + t) * 3 * NH * HS + h * HS + c, sum, HS - c, wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -714,8 +686,7 @@ static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, cons
     float scale = 1.0f / sqrtf((float)HS);
     backward_kv<<<grid, FA_THREADS, k->bwd_smem>>>(dqkv, dq_acc, lse, D, qkv, dout, T, NH, HS, nsplits, scale, wide);
     cudaCheckLaunch();
-    int dq_blocks = ceil_div((long)B * NH * T * (k->hsp / FA_VEC), 256);
-    backward_dq<<<dq_blocks, 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
+    backward_dq<<<ceil_div((long)B * NH * T * k->hsp / FA_VEC, 256), 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
     cudaCheckLaunch();
 }
 

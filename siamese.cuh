@@ -1,7 +1,6 @@
 /*
-siamese.cuh: the LayerNorms of train_gpt2.cu, plain and two-stream (SiameseNorm), with the row
-machinery they share. A chapter of the trainer, which includes it once floatX is defined (bf16,
-or float in the FP32 build).
+siamese.cuh: the LayerNorms of train_gpt2.cu, plain and two-stream (SiameseNorm), and the row
+machinery they share; the trainer includes it once floatX (bf16, or float in FP32) is defined.
 
 SiameseNorm (dev/MODEL.md) keeps two residual streams, X (post-norm-like) and Y (pre-norm-like),
 that share every block F (attention or MLP). Around each block, per row:
@@ -24,18 +23,15 @@ Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
     dy = dy_next + LN_back(dr; y, lny)    Y: identity path plus its LN
     dx = LN_back(da; x, lnx)              X: only through its LN
 
-The input side is three LayerNorms and an add, all memory-bound: one warp per row does it all
-with the row in registers, and the update side runs inside the next input side's kernel. The pre
-and post modes (and their final LN) use the plain LayerNorm. In this file: the row helpers (Pack,
-HeldRow), the plain LayerNorm, column sums (the bias gradients, and the LayerNorm parameter
-gradients, which the backward kernels first sum per block of rows), the two-stream kernels.
-Statistics and gradients are fp32, every sum in an order fixed by N and C (no atomics); dev/cuda
-checks each kernel against a CPU reference and the versions it replaced.
+The input side is three LayerNorms and an add, memory-bound: one warp per row, the row in
+registers; pre and post modes use the plain LayerNorm. Statistics and gradients are fp32, every sum
+in an order fixed by N and C (no atomics); dev/cuda checks each kernel against a CPU reference.
 */
 #ifndef SIAMESE_CUH
 #define SIAMESE_CUH
 
 #include <stdint.h>
+#include <initializer_list>
 #include <cuda_runtime.h>
 #include "common/utils.h"
 #include "cuda_common.cuh"
@@ -59,25 +55,23 @@ struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
 // 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
 #define VEC_X ((int)(16 / sizeof(floatX)))
 
-// whether n elements at p can be read as 16-byte vectors (aligned, a whole number of them)
-static inline int vec_fits(const void* p, size_t n) { return (uintptr_t)p % 16 == 0 && n % VEC_X == 0; }
 template <int W, typename T>
 __device__ __forceinline__ Pack<T, W> load_pack(const T* p) { return *(const Pack<T, W>*)p; }
 template <int W, typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T, W>*)p = v; }
 
-// the width of a row kernel over rows of C elements of the n tensors p (NULL ones left out): VEC_X
-// where C % VEC_X == 0 and every tensor is 16-byte aligned, else 1 (element-wise kernels: one row)
-static int row_width(size_t C, const void* const* p, int n) {
+// the width of a kernel over rows of C elements of the tensors p (NULL ones left out): VEC_X where
+// C % VEC_X == 0 and every tensor is 16-byte aligned, else 1 (element-wise kernels: one row)
+static int row_width(size_t C, std::initializer_list<const void*> p) {
     if (C % VEC_X != 0) { return 1; }
-    for (int i = 0; i < n; i++) {
-        if (p[i] != NULL && !vec_fits(p[i], C)) { return 1; }
+    for (const void* t : p) {
+        if (t != NULL && (uintptr_t)t % 16 != 0) { return 1; }
     }
     return VEC_X;
 }
 
-// row kernel template K at width VEC_X where vec, else 1 (its other template arguments follow)
-#define ROW_KERNEL(vec, K, ...) ((vec) ? K<VEC_X, ##__VA_ARGS__> : K<1, ##__VA_ARGS__>)
+// row kernel template K at width `width` (VEC_X or 1; its other template arguments follow)
+#define ROW_KERNEL(width, K, ...) ((width) == VEC_X ? K<VEC_X, ##__VA_ARGS__> : K<1, ##__VA_ARGS__>)
 
 #define ROW_WARPS 8  // warps per block of a row kernel (256 threads)
 
@@ -85,11 +79,10 @@ static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
 
 __device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
 
-// A row kernel keeps what it reads of a row in registers (HeldRow), so that later passes over it
-// cost no memory traffic: a lane holds its vectors i = (lane + 32 k) W, k < K, of the first
-// ROW_HELD_COLS columns (a whole row of GPT-2 124M or 350M); a longer row reads the columns past
-// those again at each pass. for_lane_vectors walks them in a loop of constant trip count that nvcc
-// unrolls, so that held(h, k, i) is a register there.
+// A row kernel keeps what it reads of a row in registers (HeldRow) for its later passes: a lane
+// holds its vectors i = (lane + 32 k) W, k < K, of the first ROW_HELD_COLS columns (a whole row of
+// GPT-2 124M or 350M) and reads those past them again at each pass. for_lane_vectors walks them in
+// a loop of constant trip count that nvcc unrolls, so that h.get(k, i) is a register there.
 #define ROW_HELD_COLS 1024
 
 template <typename T, int W>
@@ -97,6 +90,13 @@ struct HeldRow {
     static constexpr int K = ROW_HELD_COLS / (32 * W);  // vectors held per lane
     Pack<T, W> v[K];
     const T* row;  // the row in memory, for the columns past the held ones
+
+    // the lane's k-th vector, at column i: a register where held, else read from memory
+    __device__ __forceinline__ Pack<T, W> get(int k, int i) const {
+        return k < K ? v[k < K ? k : 0] : load_pack<W>(row + i);
+    }
+    // keeps p as the lane's k-th vector where it is held (the row in memory holds the rest)
+    __device__ __forceinline__ void put(int k, const Pack<T, W>& p) { if (k < K) { v[k < K ? k : 0] = p; } }
 };
 
 // f(k, i) for each vector of the lane in a row of C columns: i = (lane + 32 k) W, in order
@@ -110,24 +110,11 @@ __device__ __forceinline__ void for_lane_vectors(int C, int lane, F f) {
     for (int i = (lane + 32 * K) * W; i < C; i += 32 * W) { f(K, i); }
 }
 
-// the lane's k-th vector of h, at column i: a register where held, else read from memory
-template <typename T, int W>
-__device__ __forceinline__ Pack<T, W> held(const HeldRow<T, W>& h, int k, int i) {
-    return k < h.K ? h.v[k < h.K ? k : 0] : load_pack<W>(h.row + i);
-}
-
-// keeps v as the lane's k-th vector of h (where h holds it; the row in memory holds the rest)
-template <typename T, int W>
-__device__ __forceinline__ void hold(HeldRow<T, W>& h, int k, const Pack<T, W>& v) {
-    if (k < h.K) { h.v[k < h.K ? k : 0] = v; }
-}
-
 // reads the lane's share of a row of C columns at `row` (one pass over memory)
 template <typename T, int W>
 __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane) {
-    HeldRow<T, W> h = {};
-    h.row = row;
-    for_lane_vectors<W>(C, lane, [&](int k, int i) { hold(h, k, load_pack<W>(row + i)); });
+    HeldRow<T, W> h = {{}, row};
+    for_lane_vectors<W>(C, lane, [&](int k, int i) { h.put(k, load_pack<W>(row + i)); });
     return h;
 }
 
@@ -140,22 +127,21 @@ struct LnStats {
     float mean, rstd;
 };
 
-// mean and rstd of the held row `row` (every lane gets them): two passes over the registers, saved
-// by lane 0 at mean[row], rstd[row]. SAVED: read from there instead (the backward's recompute, -r 2,
-// which then rebuilds the forward's outputs bit for bit).
+// mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
+// saves them at mean[row], rstd[row]. SAVED: read from there (-r 2's recompute rebuilds bit for bit).
 template <int W, bool SAVED>
 __device__ __forceinline__ LnStats ln_row_stats(const HeldRow<floatX, W>& h, float* mean_out, float* rstd_out, int row,
                                                 int C, int lane) {
     if (SAVED) { return LnStats{mean_out[row], rstd_out[row]}; }
     float sum = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<floatX, W> v = held(h, k, i);
+        Pack<floatX, W> v = h.get(k, i);
         for (int e = 0; e < W; e++) { sum += (float)v.v[e]; }
     });
     float mean = warp_sum(sum) / C;
     float sq = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<floatX, W> v = held(h, k, i);
+        Pack<floatX, W> v = h.get(k, i);
         for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
     });
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
@@ -168,7 +154,7 @@ template <int W>
 __device__ __forceinline__ void ln_row_out(floatX* out, const HeldRow<floatX, W>& x, LnStats st, const floatX* w,
                                            const floatX* b, int C, int lane) {
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
+        Pack<floatX, W> xv = x.get(k, i), wv = load_pack<W>(w + i), bv = load_pack<W>(b + i), ov;
         for (int e = 0; e < W; e++) {
             ov.v[e] = (floatX)(((float)xv.v[e] - st.mean) * st.rstd * (float)wv.v[e] + (float)bv.v[e]);
         }
@@ -188,9 +174,9 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
                               int N, int C, bool saved = false) {
-    const void* rows[] = {out, inp, w, b};
-    bool vec = row_width(C, rows, 4) == VEC_X;
-    auto kernel = saved ? ROW_KERNEL(vec, layernorm_forward_kernel, true) : ROW_KERNEL(vec, layernorm_forward_kernel);
+    int width = row_width(C, {out, inp, w, b});
+    auto kernel = saved ? ROW_KERNEL(width, layernorm_forward_kernel, true)
+                        : ROW_KERNEL(width, layernorm_forward_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -207,8 +193,8 @@ __device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>
                                                     const floatX* w, float mean, float rstd, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<float, W> dv = held(dout, k, i);
-        Pack<floatX, W> xv = held(x, k, i), wv = load_pack<W>(w + i);
+        Pack<float, W> dv = dout.get(k, i);
+        Pack<floatX, W> xv = x.get(k, i), wv = load_pack<W>(w + i);
         for (int e = 0; e < W; e++) {
             float g = (float)wv.v[e] * dv.v[e];
             m1 += g;
@@ -224,25 +210,19 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 
 // ----------------------------------------------------------------------------
 // Column sums: out[c] += sum over the N rows of in[r][c]. A block of 32 x 32 threads owns 32
-// columns of a range of rows: its threads walk the rows 32 apart (coalesced), and each column's 32
-// partial sums are added in order through shared memory. One stage covers all N rows: right for the
-// few hundred rows of LayerNorm partial sums (ln_grads_finish). The B * T rows of a bias gradient
-// would give too few blocks: column_grads cuts them into column_splits(N) chunks, whose sums go to
-// partials, and sums those (splits, C) rows in a second stage.
-template <typename Td>
-struct ColumnJob {
-    float* out;    // (C) += the column sums
-    const Td* in;  // (N, C)
-};
-#define COLUMN_MAX_JOBS 6
-template <typename Td>
-struct ColumnJobs {
-    ColumnJob<Td> job[COLUMN_MAX_JOBS];
-};
-
+// columns of a range of rows, walked 32 apart (coalesced); each column's 32 partial sums are added
+// in order through shared memory. One stage suits the few hundred rows of LayerNorm partial sums;
+// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into
+// column_splits(N) chunks, whose sums (splits, C) go to partials, and sums those in a second stage.
 #define COLUMN_TILE 32
 #define COLUMN_MAX_SPLITS 32  // at most COLUMN_TILE: the second stage is one row per thread
 #define COLUMN_CHUNK_ROWS 64
+#define COLUMN_MAX_JOBS 6
+
+// the outputs of one launch's jobs (at most COLUMN_MAX_JOBS), whose (N, C) inputs lie one after another
+typedef struct {
+    float* out[COLUMN_MAX_JOBS];
+} ColumnOuts;
 
 static int column_splits(int N) {
     int splits = ceil_div(N, COLUMN_CHUNK_ROWS);
@@ -272,16 +252,16 @@ static void partials_free(void) {
     partials_floats = 0;
 }
 
-// job blockIdx.y, rows chunk blockIdx.z of gridDim.z: one stage adds to out, a split writes
-// partials[chunk][c]
+// job blockIdx.y (its input at in + blockIdx.y N C), rows chunk blockIdx.z of gridDim.z: one stage
+// adds to out[job], a split writes partials[chunk][c]
 template <typename Td>
-__global__ void column_sums_kernel(ColumnJobs<Td> jobs, int N, int C, float* partials) {
-    const ColumnJob<Td> j = jobs.job[blockIdx.y];
+__global__ void column_sums_kernel(ColumnOuts outs, const Td* in, int N, int C, float* partials) {
     int c = blockIdx.x * COLUMN_TILE + threadIdx.x, chunk = ceil_div_dev(N, gridDim.z);
     int r_begin = blockIdx.z * chunk, r_end = r_begin + chunk < N ? r_begin + chunk : N;
+    in += (size_t)blockIdx.y * N * C;
     float sum = 0.0f;
     if (c < C) {
-        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) { sum += (float)j.in[(size_t)r * C + c]; }
+        for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) { sum += (float)in[(size_t)r * C + c]; }
     }
     __shared__ float part[COLUMN_TILE][COLUMN_TILE + 1];
     part[threadIdx.y][threadIdx.x] = sum;
@@ -289,13 +269,13 @@ __global__ void column_sums_kernel(ColumnJobs<Td> jobs, int N, int C, float* par
     if (threadIdx.y != 0 || c >= C) { return; }
     float t = 0.0f;
     for (int k = 0; k < COLUMN_TILE; k++) { t += part[k][threadIdx.x]; }
-    if (gridDim.z == 1) { j.out[c] += t; } else { partials[(size_t)blockIdx.z * C + c] = t; }
+    if (gridDim.z == 1) { outs.out[blockIdx.y][c] += t; } else { partials[(size_t)blockIdx.z * C + c] = t; }
 }
 
 template <typename Td>
-static void column_sums(const ColumnJobs<Td>& jobs, int njobs, int N, int C, int splits = 1) {
+static void column_sums(ColumnOuts outs, int njobs, const Td* in, int N, int C, int splits = 1) {
     dim3 grid(ceil_div(C, COLUMN_TILE), njobs, splits);
-    column_sums_kernel<Td><<<grid, dim3(COLUMN_TILE, COLUMN_TILE)>>>(jobs, N, C, partials);
+    column_sums_kernel<Td><<<grid, dim3(COLUMN_TILE, COLUMN_TILE)>>>(outs, in, N, C, partials);
     cudaCheckLaunch();
 }
 
@@ -304,27 +284,21 @@ template <typename Td>
 static void column_grads(float* out, const Td* in, int N, int C) {
     int splits = column_splits(N);
     partials_check((size_t)splits * C, "column_grads");
-    column_sums(ColumnJobs<Td>{{{out, in}}}, 1, N, C, splits);
-    if (splits > 1) { column_sums(ColumnJobs<float>{{{out, partials}}}, 1, splits, C); }
+    column_sums(ColumnOuts{{out}}, 1, in, N, C, splits);
+    if (splits > 1) { column_sums(ColumnOuts{{out}}, 1, partials, splits, C); }
 }
 
 // ----------------------------------------------------------------------------
 // The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r
-// dout[r][c], are sums over all N rows, which the backward row kernels take as they go: a block
-// works through ln_block_rows(N) consecutive rows, ROW_WARPS at a time (ln_backward_rounds), each
-// thread summing the terms of its own columns in shared memory; ln_grads_finish adds the blocks'
-// sums. Grid and rows per block depend only on N: the same order on every GPU.
+// dout[r][c], are sums over all N rows, which the backward row kernels take as they go, per block of
+// rows (ln_backward_rounds); column sums then add the blocks' sums (ln_backward_run). Grid and rows
+// per block depend only on N: the same order on every GPU.
 
 // at most LN_GRAD_BLOCKS blocks: a few per SM of a large GPU, yet few partial rows (to tune on a GPU)
 #define LN_GRAD_BLOCKS 512
 
-// rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
-static int ln_block_rows(int N) { return ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS); }
-static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
-
-// The rounds of one block, with its n running sums (n, C) in the launch's dynamic shared memory:
-//   1. per_row(row, slot) by one warp per row (slot: the row's place in the round): the row's
-//      reductions (the means of its LayerNorm backwards);
+// The rounds of one block, ROW_WARPS rows each, with its n running sums (n, C) in dynamic shared memory:
+//   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
 //   2. after a barrier, per_column(base, rows, i, g) for each vector i of W columns the thread owns
 //      (i = (threadIdx.x + 256 k) W): for the rows base .. base + rows - 1 in order, the input
 //      gradients, and the parameter-gradient terms into g, which the sums take; a second barrier
@@ -333,12 +307,8 @@ static int ln_grad_blocks(int N) { return ceil_div(N, ln_block_rows(N)); }
 template <int W, int n, typename RowFn, typename ColumnFn>
 __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C, int block_rows, RowFn per_row,
                                                    ColumnFn per_column) {
-    extern __shared__ float sums[];
-    for (int i = threadIdx.x * W; i < C; i += blockDim.x * W) {
-        for (int q = 0; q < n; q++) {
-            for (int e = 0; e < W; e++) { sums[q * C + i + e] = 0.0f; }
-        }
-    }
+    extern __shared__ float sums[];  // zeroed here, added to only after the first round's barrier
+    for (int j = threadIdx.x; j < n * C; j += blockDim.x) { sums[j] = 0.0f; }
     int r_begin = blockIdx.x * block_rows, r_end = r_begin + block_rows < N ? r_begin + block_rows : N;
     int warp = threadIdx.x / 32;
     for (int base = r_begin; base < r_end; base += ROW_WARPS) {
@@ -362,33 +332,27 @@ __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C
     }
 }
 
-// grads[q] += the blocks' partial rows of sum q, q < n, summed (column_sums)
-static void ln_grads_finish(float* const* grads, int n, int N, int C) {
-    int blocks = ln_grad_blocks(N);
-    ColumnJobs<float> jobs = {};
-    for (int q = 0; q < n; q++) { jobs.job[q] = ColumnJob<float>{grads[q], partials + (size_t)q * blocks * C}; }
-    column_sums(jobs, n, blocks, C);
-}
-
 // a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem)
-// runs it, smem (the n * C floats of its sums) allowed above 48 KiB where needed; then the finish
-template <typename Launch>
-static void ln_backward_run(const void* kernel, float* const* grads, int n, int N, int C, const char* what,
-                            Launch launch) {
+// runs it, smem (the n * C floats of its sums) allowed above 48 KiB where needed; then the finish,
+// grads.out[q] += the column sums of the blocks' partial rows of sum q
+template <typename Kernel, typename Launch>
+static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
+    // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
+    int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)n * C * sizeof(float);
-    partials_check((size_t)n * ln_grad_blocks(N) * C, what);
-    if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+    partials_check((size_t)n * blocks * C, what);
+    if (smem > 48 * 1024 && cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
-    launch(ln_grad_blocks(N), ln_block_rows(N), smem);
+    launch(blocks, block_rows, smem);
     cudaCheckLaunch();
-    ln_grads_finish(grads, n, N, C);
+    column_sums(grads, n, partials, blocks, C);
 }
 
-// The plain LayerNorm backward: dinp = dL/dinp (accumulate = 0) or dinp += dL/dinp (accumulate =
-// 1); dinp may be dout itself (a thread reads its elements of dout before it writes them). dinp_x,
-// when given, receives a floatX copy (the next matmul's input). Sums: dw, db.
+// The plain LayerNorm backward: dw, db += the parameter gradients; dinp = dL/dinp (accumulate 0) or
+// dinp += dL/dinp (accumulate 1); dinp may be dout itself (a thread reads its elements of dout before
+// it writes them). dinp_x, when given, receives a floatX copy (the next matmul's input).
 template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
                                           const floatX* inp, const floatX* w, const float* mean, const float* rstd,
@@ -429,13 +393,10 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
         });
 }
 
-// plain LayerNorm backward: dw, db += the parameter gradients; dinp = or += dL/dinp (see the kernel)
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
-    const void* rows[] = {dinp, dinp_x, dout, inp, w};
-    auto kernel = ROW_KERNEL(row_width(C, rows, 5) == VEC_X, layernorm_backward_kernel);
-    float* grads[] = {dw, db};
-    ln_backward_run((const void*)kernel, grads, 2, N, C, "layernorm_backward", [&](int blocks, int rows, size_t smem) {
+    auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_kernel);
+    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
         kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, mean, rstd, N, C, rows,
                                                  accumulate);
     });
@@ -461,10 +422,9 @@ typedef struct {
 } SiameseStats;
 
 // The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its
-// statistics are taken over the values stored, as rounded, which the backward pass normalises
-// again), u and the six statistics. a_out may be NULL (the final merge and the recompute need no
-// a). SAVED (ln_row_stats): r and u rebuilt bit for bit, whichever forward kernel made them at
-// either width (the width orders only the sums of the statistics).
+// statistics are those of the stored, rounded values, which the backward normalises again), u and
+// the six statistics; a_out may be NULL (no a at the final merge and the recompute). SAVED: r and u
+// rebuilt bit for bit from the saved statistics (ln_row_stats), whichever kernel and width made them.
 template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
@@ -472,11 +432,10 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     size_t o = (size_t)row * C;
     LnStats x_st = ln_row_stats<W, SAVED>(x, st.x_mean, st.x_rstd, row, C, lane);
     LnStats y_st = ln_row_stats<W, SAVED>(y, st.y_mean, st.y_rstd, row, C, lane);
-    HeldRow<floatX, W> r = {};
-    r.row = r_out + o;
+    HeldRow<floatX, W> r = {{}, r_out + o};
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<floatX, W> xv = held(x, k, i), xw = load_pack<W>(p.xw + i), xb = load_pack<W>(p.xb + i);
-        Pack<floatX, W> yv = held(y, k, i), yw = load_pack<W>(p.yw + i), yb = load_pack<W>(p.yb + i), av, rv;
+        Pack<floatX, W> xv = x.get(k, i), xw = load_pack<W>(p.xw + i), xb = load_pack<W>(p.xb + i);
+        Pack<floatX, W> yv = y.get(k, i), yw = load_pack<W>(p.yw + i), yb = load_pack<W>(p.yb + i), av, rv;
         for (int e = 0; e < W; e++) {
             float a = ((float)xv.v[e] - x_st.mean) * x_st.rstd * (float)xw.v[e] + (float)xb.v[e];
             float ly = ((float)yv.v[e] - y_st.mean) * y_st.rstd * (float)yw.v[e] + (float)yb.v[e];
@@ -485,7 +444,7 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
         }
         if (a_out) { store_pack<W>(a_out + o + i, av); }
         store_pack<W>(r_out + o + i, rv);
-        hold(r, k, rv);
+        r.put(k, rv);
     });
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.mean, st.rstd, row, C, lane), p.w, p.b, C, lane);
 }
@@ -500,20 +459,12 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
-// the width of an input side's row kernel (row_width) over its n row tensors and the six norm
-// vectors of p: VEC_X only where both allow it
-static int siamese_row_width(int C, const void* const* rows, int n, SiameseNorms p) {
-    const void* norms[] = {p.xw, p.xb, p.yw, p.yb, p.w, p.b};
-    return row_width(C, rows, n) == VEC_X ? row_width(C, norms, 6) : 1;
-}
-
 // the input side on stored x and y; saved: the backward's recompute (siamese_input_row)
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                   const floatX* y, SiameseNorms p, int N, int C, bool saved = false) {
-    const void* rows[] = {a_out, r_out, u_out, x, y};
-    bool vec = siamese_row_width(C, rows, 5, p) == VEC_X;
-    auto kernel = saved ? ROW_KERNEL(vec, siamese_input_forward_kernel, true)
-                        : ROW_KERNEL(vec, siamese_input_forward_kernel);
+    int width = row_width(C, {a_out, r_out, u_out, x, y, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = saved ? ROW_KERNEL(width, siamese_input_forward_kernel, true)
+                        : ROW_KERNEL(width, siamese_input_forward_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
@@ -537,17 +488,15 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
-    HeldRow<floatX, W> xh = {}, yh = {};
-    xh.row = x + o;
-    yh.row = y + o;
+    HeldRow<floatX, W> xh = {{}, x + o}, yh = {{}, y + o};
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i), zv = load_pack<W>(z + o + i);
         Pack<floatX, W> xn, yn;
         for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
         store_pack<W>(x + o + i, xn);
         store_pack<W>(y + o + i, yn);
-        hold(xh, k, xn);
-        hold(yh, k, yn);
+        xh.put(k, xn);
+        yh.put(k, yn);
     });
     siamese_input_row<W, false>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
@@ -557,16 +506,15 @@ __global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const 
 static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                          const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
                                          SiameseStats st, SiameseNorms p, int N, int C) {
-    const void* rows[] = {x, y, a_prev, y_prev, z, a_out, r_out, u_out};
-    auto kernel = ROW_KERNEL(siamese_row_width(C, rows, 8, p) == VEC_X, siamese_update_input_forward_kernel);
+    int width = row_width(C, {x, y, a_prev, y_prev, z, a_out, r_out, u_out, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = ROW_KERNEL(width, siamese_update_input_forward_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
     cudaCheckLaunch();
 }
 
 // ----------------------------------------------------------------------------
 // The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at
-// the final merge, streams_in 0, they are outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy.
-// In the rounds of ln_backward_rounds:
+// the final merge, 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
 //   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du
 //     and r (held), then, from dr and da, those of LN_back(dr; y) and LN_back(da; x);
 //   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost
@@ -595,13 +543,12 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
             HeldRow<float, W> g = held_load<float, W>(du + o, C, lane);
             HeldRow<floatX, W> rh = held_load<floatX, W>(r + o, C, lane);
             LnBackMeans ln_means = ln_backward_means<W>(g, rh, p.w, mu, rs, C, lane);
-            // dr = LN_back(du; r), da = dr + dx_next, and the two reductions of LN_back(dr; y) and
-            // LN_back(da; x) in one pass
+            // dr = LN_back(du; r), da = dr + dx_next and the means of LN_back(dr; y), LN_back(da; x)
             float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
             float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
             for_lane_vectors<W>(C, lane, [&](int k, int i) {
-                Pack<float, W> duv = held(g, k, i), dxn = {};
-                Pack<floatX, W> rv = held(rh, k, i), wv = load_pack<W>(p.w + i);
+                Pack<float, W> duv = g.get(k, i), dxn = {};
+                Pack<floatX, W> rv = rh.get(k, i), wv = load_pack<W>(p.w + i);
                 Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
                 Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i);
                 if (streams_in) { dxn = load_pack<W>(dx + o + i); }
@@ -660,11 +607,10 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
 static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in, const float* du,
                                    SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x,
                                    const floatX* y, const floatX* r, int N, int C) {
-    const void* rows[] = {dx, dy, dz_prev, du, x, y, r};
-    auto kernel = ROW_KERNEL(siamese_row_width(C, rows, 7, p) == VEC_X, siamese_input_backward_kernel);
-    float* grads[SIAMESE_SUMS] = {g.xw, g.xb, g.yw, g.yb, g.w, g.b};
-    const char* what = "siamese_input_backward";
-    ln_backward_run((const void*)kernel, grads, SIAMESE_SUMS, N, C, what, [&](int blocks, int rows, size_t smem) {
+    int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel);
+    ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
+    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
         kernel<<<blocks, ROW_WARPS * 32, smem>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r,
                                                  N, C, rows);
     });

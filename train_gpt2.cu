@@ -223,8 +223,7 @@ __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int ba
 
 // n elements
 static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
-    const void* tensors[] = {out, inp};
-    int w = row_width(n, tensors, 2);
+    int w = row_width(n, {out, inp});
     auto kernel = w == VEC_X ? gelu_kernel<VEC_X> : gelu_kernel<1>;
     kernel<<<ceil_div((long)(n / w), 256), 256>>>(out, inp, n / w, backward);
     cudaCheckLaunch();

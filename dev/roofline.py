@@ -201,12 +201,12 @@ def column_splits(BT):
     return min(ceil_div(BT, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS)
 
 
-def ln_grads_finish_rows(step, N, C, n, count):
-    """ln_grads_finish: column_sums over the blocks' partial rows of n sums"""
+def ln_backward_finish_rows(step, N, C, n, count):
+    """ln_backward_run's finish: column_sums over the blocks' partial rows of n sums"""
     block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS)
     blocks = ceil_div(N, block_rows)
     step.launch("column_sums_kernel", "bwd", n * blocks * C * F + 2 * n * C * F, n * blocks * C, count,
-                "ln_grads_finish: the LayerNorm backwards' block partials")
+                "ln_backward_run: the LayerNorm backwards' block partials")
     return blocks
 
 
@@ -284,7 +284,7 @@ def model_step(cfg, B, T):
                  note="du, dx, dy, x, y, r read; dx, dy, dz_prev written")
         s.launch("siamese_input_backward_kernel", "bwd", 13 * P + stats(6) + part, FLOP_SIAMESE_BWD * N,
                  note="first sublayer: no dz_prev")
-        ln_grads_finish_rows(s, BT, C, 6, 2 * L + 1)
+        ln_backward_finish_rows(s, BT, C, 6, 2 * L + 1)
     else:
         part = 2 * ln_blocks * C * F
         s.launch("layernorm_backward_kernel", "bwd", 5 * P + stats(2) + part, FLOP_LN_BWD * N,
@@ -296,7 +296,7 @@ def model_step(cfg, B, T):
         else:
             s.launch("layernorm_backward_kernel", "bwd", 6 * P + stats(2) + part, FLOP_LN_BWD * N, 2 * L,
                      note="in place, with a bf16 copy")
-        ln_grads_finish_rows(s, BT, C, 2, 2 * L + 1)
+        ln_backward_finish_rows(s, BT, C, 2, 2 * L + 1)
     s.launch("wte_chunk_kernel", "bwd", streams * N * F + 2 * U * C * F, streams * N,
              note=f"dL/de read, the dwte rows of {U:.0f} distinct tokens read and written; "
                   "wte_finish_kernel does not run (no uniform random token has more than one chunk)")

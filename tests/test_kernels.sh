@@ -82,7 +82,7 @@ plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/f
 plant flash attention.cuh 's/if (kt == split) {/if (kt == 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
 plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
     "dQ sum leaves out the split of the diagonal key tile" "$work/att"
-plant colsum siamese.cuh 's/{out, partials}}}, 1, splits, C)/{out, partials}}}, 1, splits - 1, C)/' \
+plant colsum siamese.cuh 's/1, partials, splits, C); }/1, partials, splits - 1, C); }/' \
     "column sums drop the last chunk"
 plant colsum siamese.cuh 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \
     "column-sum chunk boundary off by one"

@@ -3,7 +3,7 @@ column_sums: the deterministic column sums of the trainer (siamese.cuh), out[c] 
 rows of an (N, C) tensor, for the two kinds of input the trainer hands them:
 
     a linear layer's bias gradient   in = dout, bf16 (matmul_backward_weight: column_grads)
-    the LayerNorm gradients' finish  in = the row blocks' partial sums, fp32 (ln_grads_finish:
+    the LayerNorm gradients' finish  in = the row blocks' partial sums, fp32 (ln_backward_run:
                                      column_sums, a few hundred rows at most)
 
 Both versions add in a fixed order that depends only on N and C, so each result is deterministic.
@@ -74,12 +74,8 @@ int main(int argc, char** argv) {
     int v = 0;  // the version run() runs
     auto run = [&] {
         if (v == 1) {
-            ColumnJobs<bf16> j16 = {};
-            j16.job[0] = ColumnJob<bf16>{d_out, d_in16};
-            column_sums(j16, 1, N, C);
-            ColumnJobs<float> j32 = {};
-            j32.job[0] = ColumnJob<float>{d_out + C, d_in32};
-            column_sums(j32, 1, N, C);
+            column_sums(ColumnOuts{{d_out}}, 1, d_in16, N, C);
+            column_sums(ColumnOuts{{d_out + C}}, 1, d_in32, N, C);
         } else {
             column_grads(d_out, d_in16, N, C);
             column_grads(d_out + C, d_in32, N, C);

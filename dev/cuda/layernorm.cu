@@ -18,7 +18,7 @@ version 2: the trainer's (trainer.h includes train_gpt2.cu): the forward holds t
            (HeldRow: read once, the statistics from registers); the backward takes the rows in
            blocks, ROW_WARPS at a time: one warp per row takes the two means (dout and x held),
            then the block, each thread owning columns, writes dinp (and dinp_x) and adds the dw, db
-           terms to sums only that thread touches; ln_grads_finish adds the blocks' sums. out,
+           terms to sums only that thread touches; ln_backward_run then adds the blocks' sums. out,
            mean, rstd, dinp and dinp_x are computed exactly as in version 1 and must be
            bit-identical to it (checked); dw and db, summed in another order, against the reference.
 

@@ -2,7 +2,7 @@
 dev/cuda/layernorm_v1.h: version 1 of the LayerNorm row kernels, plain and SiameseNorm, for the
 experiments that check and time them beside the trainer's (layernorm.cu, siamese_input_forward.cu,
 siamese_input_backward.cu). Included after trainer.h: it uses the trainer's helpers (Pack,
-load_pack, warp_sum, row_width, siamese_row_width, ln_backward_value, siamese_update_value, ...).
+load_pack, warp_sum, row_width, ROW_KERNEL, ln_backward_value, siamese_update_value, ...).
 
 Forward: one warp per row, every pass over the row read from memory (L1/L2 after the first):
     ln_row_stats_v1           two passes over the row (mean, then the variance around it)
@@ -70,8 +70,7 @@ __global__ void layernorm_forward_v1_kernel(floatX* out, float* mean, float* rst
 
 static void layernorm_forward_v1(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
                                  const floatX* b, int N, int C) {
-    const void* rows[] = {out, inp, w, b};
-    auto kernel = row_width(C, rows, 4) == VEC_X ? layernorm_forward_v1_kernel<VEC_X> : layernorm_forward_v1_kernel<1>;
+    auto kernel = ROW_KERNEL(row_width(C, {out, inp, w, b}), layernorm_forward_v1_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
@@ -133,9 +132,8 @@ __global__ void siamese_input_forward_v1_kernel(floatX* a_out, floatX* r_out, fl
 
 static void siamese_input_forward_v1(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
                                      const floatX* y, SiameseNorms p, int N, int C) {
-    const void* rows[] = {a_out, r_out, u_out, x, y};
-    auto kernel = siamese_row_width(C, rows, 5, p) == VEC_X ? siamese_input_forward_v1_kernel<VEC_X>
-                                                            : siamese_input_forward_v1_kernel<1>;
+    int width = row_width(C, {a_out, r_out, u_out, x, y, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = ROW_KERNEL(width, siamese_input_forward_v1_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
     cudaCheckLaunch();
 }
@@ -161,9 +159,8 @@ __global__ void siamese_update_input_forward_v1_kernel(floatX* x, floatX* y, con
 static void siamese_update_input_forward_v1(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
                                             const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
                                             SiameseStats st, SiameseNorms p, int N, int C) {
-    const void* rows[] = {x, y, a_prev, y_prev, z, a_out, r_out, u_out};
-    auto kernel = siamese_row_width(C, rows, 8, p) == VEC_X ? siamese_update_input_forward_v1_kernel<VEC_X>
-                                                            : siamese_update_input_forward_v1_kernel<1>;
+    int width = row_width(C, {x, y, a_prev, y_prev, z, a_out, r_out, u_out, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = ROW_KERNEL(width, siamese_update_input_forward_v1_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
     cudaCheckLaunch();
 }
@@ -302,8 +299,7 @@ static void layernorm_backward_v1(float* dinp, floatX* dinp_x, float* dw, float*
     LnColumnJobs jobs = {};
     jobs.job[0] = LnColumnJob{dw, db, dout, inp, mean, rstd};
     ln_column_grads_v1(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
-    const void* rows[] = {dinp, dinp_x, dout, inp, w};
-    auto kernel = row_width(C, rows, 5) == VEC_X ? layernorm_backward_v1_kernel<VEC_X> : layernorm_backward_v1_kernel<1>;
+    auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_v1_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
     cudaCheckLaunch();
 }
@@ -367,9 +363,8 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
 static void siamese_input_backward_v1(float* dx, float* dy, float* dr_buf, float* da_buf, floatX* dz_prev, float c_prev,
                                       const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                       const floatX* x, const floatX* y, const floatX* r, int N, int C) {
-    const void* rows[] = {dx, dy, dr_buf, da_buf, dz_prev, du, x, y, r};
-    auto kernel = siamese_row_width(C, rows, 9, p) == VEC_X ? siamese_input_backward_v1_kernel<VEC_X>
-                                                            : siamese_input_backward_v1_kernel<1>;
+    int width = row_width(C, {dx, dy, dr_buf, da_buf, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
+    auto kernel = ROW_KERNEL(width, siamese_input_backward_v1_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
     cudaCheckLaunch();
     LnColumnJobs jobs = {};

@@ -37,7 +37,7 @@ version 4: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.
            no scratch tensors; blocks of rows, ROW_WARPS at a time: one warp per row takes the
            three LN backwards' means (du and s held in registers), then the block, each thread
            owning columns, recomputes dr and da, writes dy, dx, dz_prev and adds the six
-           parameter-gradient terms to sums only that thread touches; ln_grads_finish adds the
+           parameter-gradient terms to sums only that thread touches; ln_backward_run then adds the
            blocks' sums in a fixed order. dx, dy and dz_prev are computed exactly as in version 1
            and must be bit-identical to it (checked); the parameter gradients, summed in another
            order, are checked against the reference. Run a second time as the final merge

@@ -284,8 +284,7 @@ typedef struct {
 // the update kernel at the width the trainer's row_width picks for these tensors
 static void run_update(const Buffers* b, float c, int N, int C) {
     size_t n = (size_t)N * C;
-    const void* tensors[] = {b->x, b->y, b->a_prev, b->y_prev, b->z};
-    int w = row_width(n, tensors, 5);
+    int w = row_width(n, {b->x, b->y, b->a_prev, b->y_prev, b->z});
     auto kernel = w == VEC_X ? update_forward<VEC_X> : update_forward<1>;
     kernel<<<ceil_div((long)(n / w), 256), 256>>>(b->x, b->y, b->a_prev, b->y_prev, b->z, c, n / w);
     cudaCheckLaunch();

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     for (int v = 1; v <= 2; v++) {
         if (only && v != only) { continue; }
         printf("version %d: %s\n", v, v == 1 ? "scalar loads (W = 1)" : "16-byte loads (W = VEC_X, the trainer's choice here)");
-        if (v == 2 && !(vec_fits(d_x, n) && vec_fits(d_out, n) && vec_fits(d_z, n) && vec_fits(d_w, C) && vec_fits(d_b, C))) {
+        if (v == 2 && !(row_width(n, {d_x, d_out, d_z}) == VEC_X && row_width(C, {d_w, d_b}) == VEC_X)) {
             size_error(argv[0], "version 2: a tensor is not 16-byte aligned (the trainer would take version 1)");
         }
         char label[64];

@@ -108,13 +108,13 @@ plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
     's/        partials\[blockIdx.x\] = total;/        partials[blockIdx.x] = 1.5625f * total;/'
 
 # 7-10. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
-#    (siamese.cuh ln_backward_rounds, ln_grads_finish, siamese_input_backward_kernel):
+#    (siamese.cuh ln_backward_rounds, ln_backward_run, siamese_input_backward_kernel):
 # 7. a missing barrier: the column pass reads the per-row means before every warp has written its row's
 plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" siamese.cuh \
     '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
 # 8. the finish leaves the last block's partial sums out
-plant "ln_grads_finish skips the last block's partial sums" siamese.cuh \
-    's/    column_sums(jobs, n, blocks, C);/    column_sums(jobs, n, blocks - 1, C);/'
+plant "ln_backward_run's finish skips the last block's partial sums" siamese.cuh \
+    's/    column_sums(grads, n, partials, blocks, C);/    column_sums(grads, n, partials, blocks - 1, C);/'
 # 9. the blocks write their partial sums in another layout than the finish reads (block-major, not
 #    sum-major): every gradient gets other blocks' and other sums' partials
 plant "block partials written block-major, read sum-major" siamese.cuh \
