@@ -443,10 +443,9 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
 }
 
-// The activations and the backward scratch live in one device allocation. next_tensor hands out
-// the next n elements of type T of it, each tensor starting 256-byte aligned (what cuBLASLt
-// and the 16-byte row kernels want); with memory NULL it only counts, so one function both sizes
-// and points.
+// The activations and the backward scratch share one device allocation. next_tensor hands out its
+// next n elements of type T, each tensor 256-byte aligned (for cuBLASLt and the 16-byte row kernels);
+// with memory NULL it only counts, so one function both sizes and points.
 template <typename T>
 static T* next_tensor(char* memory, size_t* used, size_t n) {
     T* t = memory ? (T*)(memory + *used) : NULL;
@@ -455,27 +454,25 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 }
 
 // the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c: floatX,
-// their statistics and the losses fp32. k indexes sublayers (2L), l layers; the math's names
-// (dev/MODEL.md) are a = LN(x), r = a + LN(y) (post: x + z), u, z, h.
-// Recompute (-r, train_gpt2.c's ActivationTensors says more): with -r 1, fch_gelu holds one layer,
-// rebuilt in the backward from fch; with -r 2, also lnsum and blockin hold one sublayer, rebuilt
-// from the streams and the saved statistics, and lnx two (the forward's update of sublayer k reads
-// a of sublayer k - 1; the backward never reads a).
-// X(type, name, elements, what it holds), the elements in the sizes point_buffers defines. A
-// factor S (two streams), R (r stored) or U (u stored) of 0 leaves empty a tensor the mode has no
-// use for (common/params.h, NORM_MODE_LAYOUTS).
+// their statistics and the losses fp32; the math's names (dev/MODEL.md) are a = LN(x),
+// r = a + LN(y) (post: x + z), u, z, h. X(type, name, elements): sizes from point_buffers, where a
+// factor S (two streams), R (r stored) or U (u stored) of 0 empties a tensor the mode does not use
+// (common/params.h, NORM_MODE_LAYOUTS). Recompute (-r, train_gpt2.c's ActivationTensors says more):
+// -r 1 keeps one layer of fch_gelu, rebuilt from fch in the backward; -r 2 also one sublayer of lnsum
+// and blockin, rebuilt from the streams and the saved statistics, and two of lnx (the forward's
+// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
 #define ACTIVATION_TENSORS(X) \
     X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
     X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
     X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
     X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
     X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
-    X(float, ln_mean, 2 * L * BT)               /* statistics of the sublayer's main LN (ln1 / ln2) */ \
-    X(float, ln_rstd, 2 * L * BT) \
-    X(float, lnx_mean, S * 2 * L * BT)          /* siamese: statistics of LN(x) */ \
-    X(float, lnx_rstd, S * 2 * L * BT) \
-    X(float, lny_mean, S * 2 * L * BT)          /* siamese: statistics of LN(y) */ \
-    X(float, lny_rstd, S * 2 * L * BT) \
+    X(float, ln_mean, (2 * L + 1) * BT)         /* statistics of each sublayer's main LN (ln1 / ln2), then lnf's */ \
+    X(float, ln_rstd, (2 * L + 1) * BT) \
+    X(float, lnx_mean, S * (2 * L + 1) * BT)    /* siamese: statistics of LN(x) (lnx1 / lnx2, then lnfx) */ \
+    X(float, lnx_rstd, S * (2 * L + 1) * BT) \
+    X(float, lny_mean, S * (2 * L + 1) * BT)    /* siamese: statistics of LN(y) (lny1 / lny2, then lnfy) */ \
+    X(float, lny_rstd, S * (2 * L + 1) * BT) \
     X(floatX, qkv, L * BT * 3 * C) \
     X(float, att_lse, L * B * NH * T)           /* each attention row's log-sum-exp, all its backward needs */ \
     X(floatX, atty, L * BT * C)                 /* attention output before its projection */ \
@@ -483,21 +480,13 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
     X(floatX, fch_gelu, gelu_layers * BT * 4 * C) /* GELU(fch) */ \
     X(floatX, blockout, 2 * L * BT * C)         /* z, the block output */ \
     X(floatX, lnfsum, S * BT * C)               /* siamese: r of the final merge, LN(x; lnfx) + LN(y; lnfy) */ \
-    X(float, lnfx_mean, S * BT)                 /* siamese: statistics of the final LN(x) */ \
-    X(float, lnfx_rstd, S * BT) \
-    X(float, lnfy_mean, S * BT)                 /* siamese: statistics of the final LN(y) */ \
-    X(float, lnfy_rstd, S * BT) \
     X(floatX, lnf, BT * C)                      /* h, the final LN output */ \
-    X(float, lnf_mean, BT) \
-    X(float, lnf_rstd, BT) \
     X(floatX, logits, BT * Vp)                  /* overwritten by dL/dlogits in a forward pass with targets */ \
     X(float, losses, BT)
 
 #define DECLARE_TENSOR(T, name, n) T* name;
 
-typedef struct {
-    ACTIVATION_TENSORS(DECLARE_TENSOR)
-} ActivationTensors;
+typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
 
 // scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
 // gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
@@ -512,9 +501,7 @@ typedef struct {
     X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
     X(float, att_dq, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))) /* attention: the fp32 dQ splits */
 
-typedef struct {
-    SCRATCH_TENSORS(DECLARE_TENSOR)
-} GradScratch;
+typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
 #define CARVE_ACTIVATION(T, name, n) acts->name = next_tensor<T>(memory, &used, n);
 #define CARVE_SCRATCH(T, name, n) scratch->name = next_tensor<T>(memory, &used, n);
@@ -523,8 +510,7 @@ typedef struct {
 // returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 2)
 static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_t* acts_bytes, char* memory,
                             const GPT2Config* cfg, int B, int T, int recompute) {
-    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size, BT = (size_t)B * T;
     const NormModeLayout* mode = norm_mode_layout(cfg->norm_mode);
     size_t S = mode->two_streams, U = mode->block_input, R = mode->ln_sum;
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
@@ -543,15 +529,15 @@ typedef struct GPT2 {
     size_t num_parameters;
     size_t padded_parameters;   // num_parameters and zeros up to a multiple of the ranks (common/dist.h)
     float* host_params;         // host fp32: checkpoint load and save
-    float *host_m, *host_v;     // host copies for the training loop (allocated on first use): AdamW's
-    floatX* host_row_x;         // moments, and one logits row as the GPU holds it and in fp32
+    float* host_moments;        // host copy of AdamW's m, then v, for checkpoints (allocated on first use)
+    floatX* host_row_x;         // one logits row as the GPU holds it, and in fp32 (allocated on first use)
     float* host_row;
     float* params_memory;       // device fp32 master weights, of parameters [opt_lo, opt_hi)
     ParameterTensorsX params_x; // the floatX working copy, pointing into params_x_memory
     floatX* params_x_memory;    // device, all parameters and the zero padding
     ParameterTensors grads;     // the same layout, pointing into grads_memory
     float* grads_memory;        // device fp32, all parameters and the zero padding
-    float *m_memory, *v_memory; // device fp32 AdamW moments, of parameters [opt_lo, opt_hi)
+    float *m_memory, *v_memory; // device fp32 AdamW moments of parameters [opt_lo, opt_hi), v after m
     size_t opt_lo, opt_hi;      // all parameters (set by gpt2_allocate), or a rank's shard (ZeRO-1: set before it)
     ActivationTensors acts;
     GradScratch scratch;
@@ -560,8 +546,7 @@ typedef struct GPT2 {
     int batch_size, seq_len;    // the (B, T) the buffers were allocated for
     int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
     int cur_B, cur_T;           // the (B, T) of the last forward pass
-    int *inputs, *targets;      // pinned host (B, T): the tokens of the last forward pass, its targets
-    int *d_inputs, *d_targets;  // device copies
+    int *tokens, *d_tokens;     // pinned host (2, B, T) and device: the last forward pass's inputs, then targets
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
     float* host_losses;         // pinned (B, T)
     TokenChunks chunks;         // the embedding gradient's work list of the last forward pass with targets
@@ -572,10 +557,9 @@ typedef struct GPT2 {
     void* stream_grad_ctx;
 } GPT2;
 
-// The model is built in two halves: on the host as in train_gpt2.c (the config and the fp32
-// weights, read from a checkpoint or freshly initialised; no GPU needed, so a bad checkpoint is
-// refused the same way on any machine), then uploaded (gpt2_allocate). This sets the config and
-// allocates the host weights (not yet initialised).
+// The model is built in two halves: on the host as in train_gpt2.c (the config and the fp32 weights,
+// from a checkpoint or fresh; no GPU needed, so a bad checkpoint is refused the same way on any
+// machine), then uploaded (gpt2_allocate). This sets the config and allocates the host weights.
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
@@ -592,14 +576,13 @@ static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
     checkpoint_read_params(&ck, m->host_params);
 }
 
-// on the host with common/params.h, so train_gpt2 and train_gpt2cu start from bit-identical
-// models for the same seed
+// on the host (common/params.h): train_gpt2 and train_gpt2cu start bit-identical for the same seed
 static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
     gpt2_init_params(m, cfg);
     params_init_fresh(m->host_params, cfg, seed);
 }
 
-// uploads the weights (host_params -> device fp32 master weights -> floatX working copy) and
+// uploads the weights (host_params -> device fp32 master weights and floatX working copy) and
 // allocates, once, everything training with micro-batches of (B, T) needs
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
@@ -609,37 +592,28 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     if (m->opt_hi == 0) { m->opt_hi = n; }
     if (m->padded_parameters < n) { m->padded_parameters = n; }
     size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights and moments of this rank's shard only
-    m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
-    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
-    float* all = (float*)cuda_malloc_check(n * sizeof(float), "master weights");
-    cudaCheck(cudaMemcpy(all, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemset(m->params_x_memory, 0, m->padded_parameters * sizeof(floatX)));  // the padding stays 0
-    cast_to_x(m->params_x_memory, all, n);
-    if (held == n) {
-        m->params_memory = all;
-    } else {
-        m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights (shard)");
-        cudaCheck(cudaMemcpy(m->params_memory, all + m->opt_lo, held * sizeof(float), cudaMemcpyDeviceToDevice));
-        cudaCheck(cudaDeviceSynchronize());
-        cudaCheck(cudaFree(all));
-    }
     m->batch_size = B;
     m->seq_len = T;
     m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
+    m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
+    m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
-    m->m_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW m");
-    m->v_memory = (float*)cuda_malloc_check(held * sizeof(float), "AdamW v");
-    cudaCheck(cudaMemset(m->m_memory, 0, held * sizeof(float)));
-    cudaCheck(cudaMemset(m->v_memory, 0, held * sizeof(float)));  // the gradients: gpt2_zero_grad, every step
+    point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
+    // all the fp32 weights pass through the gradient buffer (zeroed before each backward by
+    // gpt2_zero_grad) on their way to the working copy, whose padding stays 0
+    cudaCheck(cudaMemcpy(m->grads_memory, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(m->params_x_memory, 0, m->padded_parameters * sizeof(floatX)));
+    cast_to_x(m->params_x_memory, m->grads_memory, n);
+    cudaCheck(cudaMemcpy(m->params_memory, m->host_params + m->opt_lo, held * sizeof(float), cudaMemcpyHostToDevice));
+    m->m_memory = (float*)cuda_malloc_check(2 * held * sizeof(float), "AdamW moments");
+    m->v_memory = m->m_memory + held;
+    cudaCheck(cudaMemset(m->m_memory, 0, 2 * held * sizeof(float)));
     size_t bytes = point_buffers(&m->acts, &m->scratch, &m->acts_bytes, NULL, cfg, B, T, m->recompute);
     m->scratch_bytes = bytes - m->acts_bytes;
     m->buffers_memory = (char*)cuda_malloc_check(bytes, "activations and backward scratch");
     point_buffers(&m->acts, &m->scratch, &m->acts_bytes, m->buffers_memory, cfg, B, T, m->recompute);
-    // what moves between host and GPU in a training step sits in pinned host memory (gpt2_forward)
-    m->inputs = (int*)pinned_malloc_check(BT * sizeof(int), "inputs");
-    m->targets = (int*)pinned_malloc_check(BT * sizeof(int), "targets");
-    m->d_inputs = (int*)cuda_malloc_check(BT * sizeof(int), "inputs");
-    m->d_targets = (int*)cuda_malloc_check(BT * sizeof(int), "targets");
+    m->tokens = (int*)pinned_malloc_check(2 * BT * sizeof(int), "tokens");
+    m->d_tokens = (int*)cuda_malloc_check(2 * BT * sizeof(int), "tokens");
     m->host_losses = (float*)pinned_malloc_check(BT * sizeof(float), "losses");
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
@@ -651,44 +625,33 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
 }
 
 static void gpt2_free(GPT2* m) {
-    void* device[] = {m->params_memory,  m->params_x_memory, m->grads_memory, m->m_memory,       m->v_memory,
-                      m->buffers_memory, m->d_inputs,        m->d_targets,    m->d_norm_partials};
-    void* pinned[] = {m->inputs, m->targets, m->host_losses, m->host_norm_partials};
-    for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) { cudaCheck(cudaFree(device[i])); }
-    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
-    void* host[] = {m->host_params, m->host_m, m->host_v, m->host_row_x, m->host_row};
-    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) { free(host[i]); }
-    if (m->inputs) { token_chunks_free(&m->chunks); }
+    void* device[] = {m->params_memory,  m->params_x_memory, m->grads_memory,
+                      m->m_memory,       m->buffers_memory,  m->d_tokens,     m->d_norm_partials};
+    void* pinned[] = {m->tokens, m->host_losses, m->host_norm_partials};
+    void* host[] = {m->host_params, m->host_moments, m->host_row_x, m->host_row};
+    for (void* p : device) { cudaCheck(cudaFree(p)); }
+    for (void* p : pinned) { cudaCheck(cudaFreeHost(p)); }
+    for (void* p : host) { free(p); }
+    token_chunks_free(&m->chunks);
     partials_free();  // reserved by gpt2_allocate
 }
 
-// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, for parameters or gradients
-// (outside siamese mode only w and b, ln1 or ln2, are used)
+// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, as parameters or gradients
+// (outside siamese mode, only w and b: ln1 or ln2); then those of the final merge
 template <typename T>
 static SiameseNormsT<T> sublayer_norms(const ParamPtrs<T>* p, int l, int s, int C) {
     size_t o = (size_t)l * C;
-    SiameseNormsT<T> n;
-    n.xw = (s == 0 ? p->lnx1w : p->lnx2w) + o;
-    n.xb = (s == 0 ? p->lnx1b : p->lnx2b) + o;
-    n.yw = (s == 0 ? p->lny1w : p->lny2w) + o;
-    n.yb = (s == 0 ? p->lny1b : p->lny2b) + o;
-    n.w = (s == 0 ? p->ln1w : p->ln2w) + o;
-    n.b = (s == 0 ? p->ln1b : p->ln2b) + o;
-    return n;
+    if (s == 0) { return {p->lnx1w + o, p->lnx1b + o, p->lny1w + o, p->lny1b + o, p->ln1w + o, p->ln1b + o}; }
+    return {p->lnx2w + o, p->lnx2b + o, p->lny2w + o, p->lny2b + o, p->ln2w + o, p->ln2b + o};
 }
 
 template <typename T>
 static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
-    SiameseNormsT<T> n = {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
-    return n;
+    return {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
 }
 
-static SiameseStats final_stats(const ActivationTensors* acts) {
-    SiameseStats st = {acts->lnfx_mean, acts->lnfx_rstd, acts->lnfy_mean, acts->lnfy_rstd, acts->lnf_mean, acts->lnf_rstd};
-    return st;
-}
-
-// sublayer k's activations, where the forward pass writes them and the backward pass reads them
+// sublayer k's activations, where the forward pass writes them and the backward pass reads them;
+// k = 2L gives the final merge's streams (x, y) and statistics (st), the rest is not its own
 typedef struct {
     int l, s;               // its layer k / 2, and 0 attention or 1 MLP
     floatX *x, *y;          // the streams entering it (y: siamese)
@@ -720,8 +683,7 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
 
 // the block of a sublayer: z = Attn_l(u) or z = MLP_l(u)
 static void block_forward(GPT2* m, const Sublayer* sub, int B, int T) {
-    const GPT2Config* cfg = &m->config;
-    int C = cfg->channels, NH = cfg->num_heads, BT = B * T, l = sub->l;
+    int C = m->config.channels, NH = m->config.num_heads, BT = B * T, l = sub->l;
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
     size_t lBT = (size_t)l * BT;
@@ -739,38 +701,32 @@ static void block_forward(GPT2* m, const Sublayer* sub, int B, int T) {
     }
 }
 
-// forward pass on host tokens (B, T); with targets, returns the mean cross-entropy loss (else -1)
-// and the logits are replaced by dL/dlogits (the classifier). B and T may be smaller than
-// allocated (sampling runs B = 1).
+// forward pass on host tokens (B, T), at most the allocated (sampling runs B = 1); with targets it
+// returns the mean cross-entropy loss and the logits become dL/dlogits (the classifier), else -1
 static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
         fatal("gpt2_forward: batch (%d, %d) exceeds the allocated (%d, %d)", B, T, m->batch_size, m->seq_len);
     }
-    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels;
-    int BT = B * T;
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, C = cfg->channels, BT = B * T;
     check_tokens(inputs, targets, BT, V);
     m->cur_B = B;
     m->cur_T = T;
-    // The tokens go to the GPU from pinned host buffers with cudaMemcpyAsync on the default stream,
-    // where every kernel here runs: the host does not wait, and the kernels below queue behind the
-    // copies. The host waits for the pass at its end, so the next one may rewrite the buffers.
-    memcpy(m->inputs, inputs, (size_t)BT * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
+    // The inputs, then the targets, go up from pinned memory in one cudaMemcpyAsync on the default stream,
+    // ahead of every kernel below; the host waits only at the pass's end, then the next may rewrite them.
+    size_t bytes = (targets ? 2 : 1) * (size_t)BT * sizeof(int);
+    memcpy(m->tokens, inputs, (size_t)BT * sizeof(int));
+    if (targets) { memcpy(m->tokens + BT, targets, (size_t)BT * sizeof(int)); }
+    cudaCheck(cudaMemcpyAsync(m->d_tokens, m->tokens, bytes, cudaMemcpyHostToDevice, 0));
     m->has_targets = targets != NULL;
-    if (targets) {
-        memcpy(m->targets, targets, (size_t)BT * sizeof(int));
-        cudaCheck(cudaMemcpyAsync(m->d_targets, m->targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, 0));
-    }
 
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
     NormMode mode = cfg->norm_mode;
 
-    // siamese: the update of each sublayer runs inside the next input side's kernel
     floatX* resy = norm_mode_layout(mode)->two_streams ? acts->resy : NULL;  // both streams start as e
-    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_inputs, p->wte, p->wpe, BT, T, C);
+    encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_tokens, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
 
     for (int k = 0; k < 2 * L; k++) {
@@ -803,28 +759,25 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
         }
     }
 
-    floatX* x_final = acts->resx + 2 * L * N;
+    Sublayer last = sublayer_at(m, 2 * L - 1, BT);
+    Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final merge
     switch (mode) {
         case NORM_PRE:
         case NORM_POST:
-            layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, x_final, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            layernorm_forward(acts->lnf, fin.st.mean, fin.st.rstd, fin.x, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
-        case NORM_SIAMESE: {
+        case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            Sublayer last = sublayer_at(m, 2 * L - 1, BT);
-            siamese_update_input_forward(x_final, acts->resy + 2 * L * N, last.a, last.y, last.z, siamese_scale(L - 1),
-                                         NULL, acts->lnfsum, acts->lnf, final_stats(acts), final_norms(p), BT, C);
+            siamese_update_input_forward(fin.x, fin.y, last.a, last.y, last.z, siamese_scale(L - 1), NULL, acts->lnfsum,
+                                         acts->lnf, fin.st, final_norms(p), BT, C);
             break;
-        }
     }
     matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer
     if (targets) {
-        classifier(acts->logits, acts->losses, m->d_targets, BT, V, Vp);  // the logits become dL/dlogits
-        // the embedding gradient's work list: host work, done while the GPU runs the forward pass
-        // just enqueued (kernel launches return at once); its upload queues behind them, and the
-        // wait for the losses below waits for it too, before the next forward pass rewrites the list
-        token_chunks_build(&m->chunks, m->inputs, BT);
-        // the one wait of a forward pass in training: for the losses, after every copy and kernel above
+        classifier(acts->logits, acts->losses, m->d_tokens + BT, BT, V, Vp);  // the logits become dL/dlogits
+        // the embedding gradient's work list, built on the host while the GPU runs the pass just queued;
+        // its upload queues behind it, and the pass's one wait (for the losses, next) covers it too
+        token_chunks_build(&m->chunks, m->tokens, BT);
         cudaCheck(cudaMemcpy(m->host_losses, acts->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
         double sum = 0.0;
         for (int i = 0; i < BT; i++) { sum += m->host_losses[i]; }
@@ -839,11 +792,9 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
 
 static void gpt2_zero_grad(GPT2* m) { cudaCheck(cudaMemset(m->grads_memory, 0, m->padded_parameters * sizeof(float))); }
 
-// backward of the block of a sublayer given dz (in scratch): du = (beta 0) or += (beta 1) dL/du,
-// in fp32, and the weight gradients
+// backward of a sublayer's block from dz (scratch): du = (beta 0) or += (beta 1) fp32 dL/du, and dW
 static void block_backward(GPT2* m, const Sublayer* sub, float* du, float beta, int B, int T) {
-    const GPT2Config* cfg = &m->config;
-    int C = cfg->channels, NH = cfg->num_heads, BT = B * T, l = sub->l;
+    int C = m->config.channels, NH = m->config.num_heads, BT = B * T, l = sub->l;
     ParameterTensorsX* p = &m->params_x;
     ParameterTensors* g = &m->grads;
     ActivationTensors* acts = &m->acts;
@@ -889,19 +840,18 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     matmul_backward_input(sc->du, CUDA_R_32F, 0.0f, acts->logits, p->wte, BT, C, Vp, NULL, loss_scale);
     matmul_backward_weight(g->wte, NULL, acts->logits, acts->lnf, BT, C, Vp, loss_scale);
 
-    // the final LayerNorm(s): dx (and dy) at the last boundary
-    floatX* x_final = acts->resx + 2 * L * N;
+    Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final LayerNorm(s): dx (and dy) at the last boundary
     switch (mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
-            layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, x_final, p->lnfw, acts->lnf_mean, acts->lnf_rstd, BT,
+            layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, fin.x, p->lnfw, fin.st.mean, fin.st.rstd, BT,
                                C, 0);
             break;
         case NORM_SIAMESE:
             // the final merge (nothing flows into dx, dy: they start here), and dz of the last
             // sublayer (its update's backward, scale c_{L-1})
             siamese_input_backward(sc->dx, sc->dy, sc->dz, siamese_scale(L - 1), 0, sc->du, final_norms(g),
-                                   final_norms(p), final_stats(acts), x_final, acts->resy + 2 * L * N, acts->lnfsum, BT, C);
+                                   final_norms(p), fin.st, fin.x, fin.y, acts->lnfsum, BT, C);
             break;
     }
     if (m->stream_grad_hook) { m->stream_grad_hook(m->stream_grad_ctx, 2 * L, sc->dx, dy); }
@@ -949,8 +899,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// the sum of squares of gradients [lo, hi) (sumsq_kernel). The host waits here for the partials:
-// the loop needs the norm for clipping and for its finite check.
+// the sum of squares of gradients [lo, hi); the host waits for it (the loop clips by it, checks it finite)
 static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     int blocks = norm_blocks(hi - lo);
     sumsq_kernel<<<blocks, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
@@ -982,16 +931,14 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
 // ============================================================================
 // Part 3: training
 // ============================================================================
-// The loop itself (flags, data, evaluation, sampling, checkpoints, the step line) is shared with
-// train_gpt2.c in common/train_loop.h; it reaches the model only through the functions main()
-// hands it (TrainerOps). What it reads on the host (a logits row, the weights and moments of a
-// checkpoint) is copied back here.
+// The loop (flags, data, evaluation, sampling, checkpoints, the step line) is common/train_loop.h,
+// shared with train_gpt2.c; it reaches the model only through the TrainerOps main() hands it, and
+// reads on the host what the functions below copy back (a logits row, the weights, the moments).
 #include "common/train_loop.h"
 
-// Each training step is an NVTX range "step", from zero_grad (its first call) to the wait at its
-// end (sync), so that a profiler can select whole steps (dev/gpu_check.sh: ncu --nvtx
-// --nvtx-include step/); with no profiler attached, push and pop return at once. A step whose
-// update is skipped (non-finite) has no wait at its end: its range ends at the next push.
+// Each training step is an NVTX range "step", from zero_grad to the wait at its end (sync), so that a
+// profiler can select whole steps (dev/gpu_check.sh: ncu --nvtx --nvtx-include step/); without one, push
+// and pop return at once. A skipped update (non-finite) has no wait: its range ends at the next push.
 #include <nvtx3/nvToolsExt.h>
 static int step_range_open = 0;
 static void gpu_zero_grad(GPT2* m) {
@@ -1007,10 +954,9 @@ static void gpu_sync(GPT2*) {
 static const float* gpu_logits_row(GPT2* m, size_t row) {
     if (m->has_targets) { fatal("logits_row: the last forward pass had targets; its logits hold dL/dlogits"); }
     size_t Vp = m->config.padded_vocab_size;
-    const floatX* row_x =
-        (const floatX*)download_into((void**)&m->host_row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
+    download_into((void**)&m->host_row_x, m->acts.logits + row * Vp, Vp * sizeof(floatX));
     if (!m->host_row) { m->host_row = (float*)malloc_check(Vp * sizeof(float), "logits row (host)"); }
-    for (size_t j = 0; j < Vp; j++) { m->host_row[j] = (float)row_x[j]; }
+    for (size_t j = 0; j < Vp; j++) { m->host_row[j] = (float)m->host_row_x[j]; }
     return m->host_row;
 }
 // the fp32 master weights this rank holds, at their place among all parameters
@@ -1020,9 +966,9 @@ static const float* gpu_weights(GPT2* m) {
     return m->host_params;
 }
 static void gpu_moments(GPT2* m, const float** mm, const float** vv) {
-    size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
-    *mm = (const float*)download_into((void**)&m->host_m, m->m_memory, bytes);
-    *vv = (const float*)download_into((void**)&m->host_v, m->v_memory, bytes);
+    size_t held = m->opt_hi - m->opt_lo;
+    *mm = (const float*)download_into((void**)&m->host_moments, m->m_memory, 2 * held * sizeof(float));
+    *vv = *mm + held;  // v after m, as on the device
 }
 static void gpu_load_moments(GPT2* m, const float* mm, const float* vv) {
     size_t bytes = (m->opt_hi - m->opt_lo) * sizeof(float);
@@ -1031,10 +977,9 @@ static void gpu_load_moments(GPT2* m, const float* mm, const float* vv) {
 }
 
 int main(int argc, char** argv) {
-    // What needs no GPU comes first (the flags, the data, the model on the host and the flags checked
-    // against it), so each of those errors reads the same on a machine without one
-    // (tests/test_train_cu_cli.sh). The loop creates and locks the output folder, and reads the
-    // state file of a resume, once the GPU is ready: a run that cannot start leaves nothing behind.
+    // What needs no GPU comes first (flags, data, the host model, the flags checked against it), so
+    // its errors read the same on a machine without one (tests/test_train_cu_cli.sh); the loop locks
+    // the output folder and reads a resume's state once the GPU is ready: a failed start leaves nothing.
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;
