@@ -159,7 +159,7 @@ def padded_hs(HS):
 
 
 def attention_rows(step, cfg, B, T, fwd_count, bwd_count):
-    """flash_forward_kernel and the backward's three kernels (attention.cuh's header has the same counts
+    """flash_forward_kernel and the backward's three kernels (dev/cuda/README.md has the same counts
     at d12, B 64, T 1024). FLOPs are the tile products executed (masked halves of diagonal tiles
     included), not the causal half alone."""
     C, NH, HSP = cfg.C, cfg.NH, padded_hs(cfg.HS)
