@@ -449,26 +449,6 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.mean, st.rstd, row, C, lane), p.w, p.b, C, lane);
 }
 
-template <int W, bool SAVED = false>
-__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
-                                             const floatX* x, const floatX* y, SiameseNorms p, int N, int C) {
-    int row = warp_row(), lane = threadIdx.x % 32;
-    if (row >= N) { return; }
-    size_t o = (size_t)row * C;
-    HeldRow<floatX, W> xh = held_load<floatX, W>(x + o, C, lane), yh = held_load<floatX, W>(y + o, C, lane);
-    siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
-}
-
-// the input side on stored x and y; saved: the backward's recompute (siamese_input_row)
-static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, const floatX* x,
-                                  const floatX* y, SiameseNorms p, int N, int C, bool saved = false) {
-    int width = row_width(C, {a_out, r_out, u_out, x, y, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
-    auto kernel = saved ? ROW_KERNEL(width, siamese_input_forward_kernel, true)
-                        : ROW_KERNEL(width, siamese_input_forward_kernel);
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C);
-    cudaCheckLaunch();
-}
-
 // The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
@@ -478,37 +458,45 @@ __device__ __forceinline__ void siamese_update_value(float a, float y, float z, 
 // its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
-// The update folded into the next input side: one warp per row forms x = a_prev + z / c and
-// y = y_prev + z, writes them once (for the backward pass) and keeps them for the input side:
-// bit-identical to an update kernel and then siamese_input_forward_kernel (dev/cuda checks it).
-template <int W>
-__global__ void siamese_update_input_forward_kernel(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
-                                                    const floatX* z, float c, floatX* a_out, floatX* r_out,
-                                                    floatX* u_out, SiameseStats st, SiameseNorms p, int N, int C) {
+// One warp per row. a_prev NULL: x and y read as stored (the first sublayer; always with SAVED, -r 2's
+// recompute). Else the update of the sublayer before folded in: x = a_prev + z / c, y = y_prev + z written
+// once (for the backward pass) and held, bit-identical to an update kernel and then the input side.
+template <int W, bool SAVED = false>
+__global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, floatX* x,
+                                             floatX* y, SiameseNorms p, int N, int C, const floatX* a_prev,
+                                             const floatX* y_prev, const floatX* z, float c) {
     int row = warp_row(), lane = threadIdx.x % 32;
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
     HeldRow<floatX, W> xh = {{}, x + o}, yh = {{}, y + o};
-    for_lane_vectors<W>(C, lane, [&](int k, int i) {
-        Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i), zv = load_pack<W>(z + o + i);
-        Pack<floatX, W> xn, yn;
-        for (int e = 0; e < W; e++) { siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]); }
-        store_pack<W>(x + o + i, xn);
-        store_pack<W>(y + o + i, yn);
-        xh.put(k, xn);
-        yh.put(k, yn);
-    });
-    siamese_input_row<W, false>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
+    if (SAVED || a_prev == NULL) {
+        xh = held_load<floatX, W>(x + o, C, lane);
+        yh = held_load<floatX, W>(y + o, C, lane);
+    } else {
+        for_lane_vectors<W>(C, lane, [&](int k, int i) {
+            Pack<floatX, W> av = load_pack<W>(a_prev + o + i), yv = load_pack<W>(y_prev + o + i);
+            Pack<floatX, W> zv = load_pack<W>(z + o + i), xn, yn;
+            for (int e = 0; e < W; e++) {
+                siamese_update_value((float)av.v[e], (float)yv.v[e], (float)zv.v[e], c, &xn.v[e], &yn.v[e]);
+            }
+            store_pack<W>(x + o + i, xn);
+            store_pack<W>(y + o + i, yn);
+            xh.put(k, xn);
+            yh.put(k, yn);
+        });
+    }
+    siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
-// x, y = the update of the sublayer before (a_prev, y_prev, its output z, its scale c), then the
-// input side of the next sublayer (or the final merge) on them
-static void siamese_update_input_forward(floatX* x, floatX* y, const floatX* a_prev, const floatX* y_prev,
-                                         const floatX* z, float c, floatX* a_out, floatX* r_out, floatX* u_out,
-                                         SiameseStats st, SiameseNorms p, int N, int C) {
-    int width = row_width(C, {x, y, a_prev, y_prev, z, a_out, r_out, u_out, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
-    auto kernel = ROW_KERNEL(width, siamese_update_input_forward_kernel);
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(x, y, a_prev, y_prev, z, c, a_out, r_out, u_out, st, p, N, C);
+// the kernel above; saved: the backward's recompute (siamese_input_row). Given a_prev: x, y = the
+// update of the sublayer before (a_prev, y_prev, its output z, its scale c) are written first.
+static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, floatX* x, floatX* y,
+                                  SiameseNorms p, int N, int C, bool saved = false, const floatX* a_prev = NULL,
+                                  const floatX* y_prev = NULL, const floatX* z = NULL, float c = 1.0f) {
+    int width = row_width(C, {a_out, r_out, u_out, x, y, p.xw, p.xb, p.yw, p.yb, p.w, p.b, a_prev, y_prev, z});
+    auto kernel = saved ? ROW_KERNEL(width, siamese_input_forward_kernel, true)
+                        : ROW_KERNEL(width, siamese_input_forward_kernel);
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C, a_prev, y_prev, z, c);
     cudaCheckLaunch();
 }
 

@@ -747,13 +747,9 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
             case NORM_SIAMESE:
                 // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
                 // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
-                if (k > 0) {
-                    Sublayer prev = sublayer_at(m, k - 1, BT);
-                    siamese_update_input_forward(sub.x, sub.y, prev.a, prev.y, prev.z, siamese_scale(prev.l), sub.a,
-                                                 sub.r, sub.u, sub.st, ln, BT, C);
-                } else {
-                    siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C);
-                }
+                Sublayer prev = sublayer_at(m, k > 0 ? k - 1 : k, BT);
+                siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, false,
+                                      k > 0 ? prev.a : NULL, prev.y, prev.z, siamese_scale(prev.l));
                 block_forward(m, &sub, B, T);                                                   // z = F(u)
                 break;
         }
@@ -768,8 +764,8 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
-            siamese_update_input_forward(fin.x, fin.y, last.a, last.y, last.z, siamese_scale(L - 1), NULL, acts->lnfsum,
-                                         acts->lnf, fin.st, final_norms(p), BT, C);
+            siamese_input_forward(NULL, acts->lnfsum, acts->lnf, fin.st, fin.x, fin.y, final_norms(p), BT, C, false,
+                                  last.a, last.y, last.z, siamese_scale(L - 1));
             break;
     }
     matmul_forward(acts->logits, acts->lnf, p->wte, NULL, BT, C, Vp);                // tied output layer

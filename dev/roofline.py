@@ -241,9 +241,9 @@ def model_step(cfg, B, T):
     if mode == "siamese":
         s.launch("siamese_input_forward_kernel", "fwd", 5 * P + stats(6), FLOP_SIAMESE_FWD * N,
                  note="first sublayer: x, y read; a, r, u written")
-        s.launch("siamese_update_input_forward_kernel", "fwd", 8 * P + stats(6), FLOP_SIAMESE_UPDATE_FWD * N, 2 * L - 1,
-                 note="a_prev, y_prev, z read; x, y, a, r, u written")
-        s.launch("siamese_update_input_forward_kernel", "fwd", 7 * P + stats(6), FLOP_SIAMESE_UPDATE_FWD * N,
+        s.launch("siamese_input_forward_kernel", "fwd", 8 * P + stats(6), FLOP_SIAMESE_UPDATE_FWD * N, 2 * L - 1,
+                 note="the update folded in: a_prev, y_prev, z read; x, y, a, r, u written")
+        s.launch("siamese_input_forward_kernel", "fwd", 7 * P + stats(6), FLOP_SIAMESE_UPDATE_FWD * N,
                  note="the final merge writes no a")
     elif mode == "pre":
         s.launch("layernorm_forward_kernel", "fwd", 2 * P + stats(2), FLOP_LN_FWD * N, 2 * L + 1)
@@ -322,12 +322,12 @@ def launch_sequence(cfg, step):
     for k in range(2 * L):
         blk = block_fwd[k % 2]
         if mode == "siamese":
-            seq += ["siamese_input_forward_kernel" if k == 0 else "siamese_update_input_forward_kernel"] + blk
+            seq += ["siamese_input_forward_kernel"] + blk
         elif mode == "pre":
             seq += ["layernorm_forward_kernel"] + blk + ["residual_forward_kernel"]
         else:
             seq += blk + ["residual_forward_kernel", "layernorm_forward_kernel"]
-    seq.append("siamese_update_input_forward_kernel" if mode == "siamese" else "layernorm_forward_kernel")
+    seq.append("siamese_input_forward_kernel" if mode == "siamese" else "layernorm_forward_kernel")
     seq += [mm["fwd logits"], "classifier_kernel", mm["bwd-input logits"], mm["bwd-weight wte"]]
     ln_bwd = ["siamese_input_backward_kernel" if mode == "siamese" else "layernorm_backward_kernel", "column_sums_kernel"]
     seq += ln_bwd
@@ -760,7 +760,7 @@ def self_test():
     check("base name of a bool template", base_name("void classifier_kernel<(bool)1>(__nv_bfloat16 *)") == "classifier_kernel")
     # launches per step at d2 siamese: 2 layers, 4 sublayers
     r = step.rows
-    check("siamese_update_input_forward_kernel: 2L launches", r["siamese_update_input_forward_kernel"].launches == 4)
+    check("siamese_input_forward_kernel: 2L + 1 launches", r["siamese_input_forward_kernel"].launches == 5)
     check("siamese_input_backward_kernel: 2L + 1 launches", r["siamese_input_backward_kernel"].launches == 5)
     check("column_sums_kernel: two stages for each of 4 bias gradients per layer, one per input side",
           r["column_sums_kernel"].launches == 2 * 8 + 5)

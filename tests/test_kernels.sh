@@ -98,11 +98,11 @@ plant vec siamese.cuh '/^__device__ __forceinline__ LnBackMeans ln_backward_mean
     "LayerNorm backward means leave the last vector out"
 plant vec siamese.cuh '/^__global__ void layernorm_backward_kernel/,/^}/s/store_pack<W>(dinp + o, d);/if (i + W < C) { store_pack<W>(dinp + o, d); }/' \
     "LayerNorm backward never writes the last vector of dinp"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
+plant fold siamese.cuh '/^__global__ void siamese_input_forward_kernel/,/^}/s/(float)zv.v\[e\], c, /(float)zv.v[e], 1.0f, /' \
     "folded update forward drops the 1/c"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
+plant fold siamese.cuh '/^__global__ void siamese_input_forward_kernel/,/^}/s/store_pack<W>(y + o + i, yn);/store_pack<W>(y + o + i, yv);/' \
     "folded update forward leaves the block output out of Y"
-plant fold siamese.cuh '/^__global__ void siamese_update_input_forward_kernel/,/^}/s/store_pack<W>(x + o + i, xn);/if (i + W < C) { store_pack<W>(x + o + i, xn); }/' \
+plant fold siamese.cuh '/^__global__ void siamese_input_forward_kernel/,/^}/s/store_pack<W>(x + o + i, xn);/if (i + W < C) { store_pack<W>(x + o + i, xn); }/' \
     "folded update forward never writes the last vector of x"
 plant fold siamese.cuh 's/siamese_update_dz(dxv.v\[e\], dyv.v\[e\], c_prev)/siamese_update_dz(dxv.v[e], dyv.v[e], 1.0f)/' \
     "folded update backward drops the 1/c"

@@ -23,13 +23,13 @@ version 4: version 1 with the update folded into the input side's row kernel
            (layernorm_v1.h siamese_update_input_forward_v1): one launch, x and y read back by the
            warp that wrote them. The same code on the same values as version 1, so every output
            must be bit-identical to version 1's (checked: version 1 runs again beside it).
-version 5: the trainer's (siamese_update_input_forward; trainer.h includes
+version 5: the trainer's (siamese_input_forward given a_prev; trainer.h includes
            train_gpt2.cu): version 4 with the row held in registers (HeldRow, siamese.cuh: the
            first 1024 columns at any width, the rest re-read), x and y formed there and never read
            back, the statistics of x, y and s over registers, s held for u. The same arithmetic in
            the same order as version 1, so every output must be bit-identical to version 1's; and
            so must the trainer's unfolded input side (the update kernel, then
-           siamese_input_forward, which reads x and y into registers once), checked beside it.
+           siamese_input_forward without a_prev, which reads x and y into registers once), checked beside it.
 
 Every version is checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
 layernorm_row), which rounds to bf16 only where the GPU stores a tensor that is read again (x,
@@ -325,8 +325,8 @@ static void run_input(int version, const Buffers* b, int N, int C) {
 
 static void run_boundary(int version, const Buffers* b, float c, int N, int C) {
     if (version == 5) {  // the trainer's folded kernel
-        siamese_update_input_forward(b->x, b->y, b->a_prev, b->y_prev, b->z, c, b->a, b->s, b->u, trainer_stats(b, N),
-                                     trainer_norms(b, C), N, C);
+        siamese_input_forward(b->a, b->s, b->u, trainer_stats(b, N), b->x, b->y, trainer_norms(b, C), N, C, false,
+                              b->a_prev, b->y_prev, b->z, c);
     } else if (version == 4) {
         siamese_update_input_forward_v1(b->x, b->y, b->a_prev, b->y_prev, b->z, c, b->a, b->s, b->u,
                                         trainer_stats(b, N), trainer_norms(b, C), N, C);

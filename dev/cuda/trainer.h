@@ -6,7 +6,7 @@ includes it (TESTING leaves out its main), in the bf16 build; its helpers (cudaC
 warp_sum, ...) then stand in for common.h's own.
 
 A version that IS the trainer's calls the trainer's host function (column_grads,
-layernorm_forward, layernorm_backward, siamese_update_input_forward, siamese_input_backward,
+layernorm_forward, layernorm_backward, siamese_input_forward, siamese_input_backward,
 classifier, ...), which picks its kernel and launches it exactly as a training step does. Where that choice depends on the shape (a 16-byte
 width where the rows allow it, row_width; the one-pass classifier where the row fits), the
 program checks the shape first, so the version it names is the one that runs.
