@@ -15,8 +15,7 @@ that share every block F (attention or MLP). Around each block, per row:
 and at the end the same input side merges the streams: h = LN(LN(x; lnfx) + LN(y; lnfy); lnf).
 Backward, per row, with dx and dy holding dL/dx_next and dL/dy_next on entry:
 
-    dz = dx_next / c + dy_next            (by the input backward of the sublayer after, or of
-                                           the final merge)
+    dz = dx_next / c + dy_next            (by the input backward after the sublayer, or the final merge's)
     ... the block's backward turns dz into du = dL/du ...
     dr = LN_back(du; r, ln)               the block-input LN
     da = dr + dx_next                     a feeds both r and x_next
@@ -421,10 +420,9 @@ typedef struct {
     float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;
 } SiameseStats;
 
-// The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its
-// statistics are those of the stored, rounded values, which the backward normalises again), u and
-// the six statistics; a_out may be NULL (no a at the final merge and the recompute). SAVED: r and u
-// rebuilt bit for bit from the saved statistics (ln_row_stats), whichever kernel and width made them.
+// The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its statistics are
+// those of the stored, rounded values, which the backward normalises again), u and the six statistics; a_out
+// NULL: no a (the final merge, the recompute). SAVED: r, u rebuilt bit for bit at either width (ln_row_stats).
 template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
@@ -488,8 +486,7 @@ __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, float
     siamese_input_row<W, SAVED>(a_out, r_out, u_out, st, xh, yh, p, row, C, lane);
 }
 
-// the kernel above; saved: the backward's recompute (siamese_input_row). Given a_prev: x, y = the
-// update of the sublayer before (a_prev, y_prev, its output z, its scale c) are written first.
+// the kernel above: a_prev, y_prev, z and c are the sublayer before's a, y, output and scale; saved: -r 2's recompute
 static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, floatX* x, floatX* y,
                                   SiameseNorms p, int N, int C, bool saved = false, const floatX* a_prev = NULL,
                                   const floatX* y_prev = NULL, const floatX* z = NULL, float c = 1.0f) {
