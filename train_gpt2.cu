@@ -499,7 +499,7 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
     X(floatX, dqkv, BT * 3 * C) \
     X(floatX, dfch, BT * 4 * C) /* dL/d(MLP pre-activation) */ \
     X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
-    X(float, att_dq, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))) /* attention: the fp32 dQ splits */
+    X(float, att_dq, flash_dq_acc_floats(B, (int)NH, T, (int)(C / NH), 0)) /* attention: the fp32 dQ splits */
 
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
