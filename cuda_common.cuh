@@ -1,7 +1,6 @@
 /*
-cuda_common.cuh: the CUDA trainer's host-side plumbing (train_gpt2.cu, test_gpt2.cu): the checks
-around every CUDA and cuBLASLt call, allocation, and whether this machine has a GPU the build can
-run on. Every failure ends the program with one line (fatal, common/utils.h).
+cuda_common.cuh: the CUDA trainer's host plumbing (train_gpt2.cu, test_gpt2.cu): the checks around every CUDA and
+cuBLASLt call, allocation, the choice of GPU. Every failure ends the program with one line (fatal, common/utils.h).
 */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
