@@ -157,7 +157,7 @@ __device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, b
 }
 
 // ROWS rows of HSP channels from row t0 (zero past HS and T) to shared memory: fetch issues the vector loads before the
-// tile's math, put stores them at dst (leading dimension ld) after; not wide, put alone copies elements (registers).
+// tile's math, put stores them at dst (leading dimension ld) after; not wide, put copies (prefetching costs registers).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -592,14 +592,12 @@ struct FaConfig {
     decltype(&flash_backward_dq_kernel<16>) backward_dq;
 };
 template <int HSP>
-static FaConfig fa_config() {
-    return {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
-            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
-}
+static const FaConfig fa_config = {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
+                                   flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 
 // the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
 static const FaConfig* flash_config(int HS) {
-    static const FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
+    static const FaConfig table[] = {fa_config<16>, fa_config<32>, fa_config<64>, fa_config<FA_MAX_HS>};
     for (const FaConfig& k : table) {
         if (HS >= 1 && HS <= k.hsp) { return &k; }
     }
