@@ -4,12 +4,10 @@ T, T) matrix. dev/cuda/attention_forward.cu and attention_backward.cu check it a
 defines floatX (float with ENABLE_FP32, else __nv_bfloat16), cudaCheck(call), cudaCheckLaunch(), ceil_div(a, b).
 
 The idea. Row t of one head needs only its log-sum-exp lse_t = log sum_{t2 <= t} exp(s(t, t2)), s = q_t . k_t2 /
-sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later: the forward saves (B, NH, T)
-floats, and no kernel holds more of the T x T matrix than a tile.
+sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later: the forward saves (B, NH, T) floats.
 
-Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, and streams the keys and
-values through shared memory in tiles. Per key tile each warp forms S = Q K^T, then the online softmax (log2 units:
-s scaled by log2(e) / sqrt(HS)):
+Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, streaming key and value tiles
+through shared memory; per tile each warp forms S = Q K^T, then the online softmax (log2 units: s log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
 and at the end out = O / l, lse = (m + log2 l) ln 2.
 
@@ -17,13 +15,13 @@ Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 ke
 tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers and are written once. dQ sums over key tiles that other blocks own: without atomics,
-each block adds into an fp32 slice of dq_acc that only it writes, and flash_backward_dq_kernel sums the slices in
-split order. The splits depend on B*NH and T only, so the gradients are bit-identical between runs and GPUs.
+dK and dV stay in registers, written once. dQ sums over key tiles of other blocks: each block adds into an fp32 slice
+of dq_acc only it writes, and flash_backward_dq_kernel sums the slices in split order (no atomics; the splits depend
+on B*NH and T only, so the gradients are bit-identical between runs and GPUs).
 
-Mechanics. The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS are zero on load
-and never stored), so tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile
-products run on tensor cores (WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
+The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS zero on load, never stored):
+tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile products run on tensor cores
+(WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -34,8 +32,7 @@ products run on tensor cores (WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs an
 #include <stdio.h>
 #include <cuda_runtime.h>
 
-// tensor cores for bf16 tiles where the GPU has them (sm_80 on); fp32 loops otherwise (the FP32
-// build, and a device pass for an older architecture, which the bf16 build refuses to run on)
+// tensor cores for bf16 tiles from sm_80 on; fp32 loops otherwise (the FP32 build; an older device pass, never run)
 #if !defined(ENABLE_FP32) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
 #define FA_WMMA 1
 #include <mma.h>
@@ -55,8 +52,7 @@ products run on tensor cores (WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs an
 #define FA_QUERIES (FA_WARPS * FA_ROWS)  // forward: queries per block (64)
 #define FA_KEYS (FA_WARPS * FA_ROWS)     // backward: keys per block (64)
 #define FA_MAX_HS 128                    // the largest head size (padded sizes 16, 32, 64, 128)
-// the backward grid aims at this many blocks (heads times dQ splits): several waves at two blocks
-// per SM on 100 to 150 SMs; a constant, so the splits depend on B*NH and T only
+// the backward's target blocks (heads times dQ splits): several waves at two blocks per SM on 100 to 150 SMs
 #define FA_BACKWARD_BLOCKS 1024
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
@@ -160,9 +156,8 @@ __device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, b
     }
 }
 
-// ROWS rows of HSP channels from row t0 (zero past HS and T) on their way to shared memory: fetch issues the vector
-// loads before the current tile's math, put stores them (at dst, leading dimension ld) after it; not wide, put
-// copies elements (a prefetch would cost the registers of both paths).
+// ROWS rows of HSP channels from row t0 (zero past HS and T) to shared memory: fetch issues the vector loads before the
+// tile's math, put stores them at dst (leading dimension ld) after; not wide, put copies (prefetching costs registers).
 template <int ROWS, int HSP>
 struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -400,8 +395,7 @@ struct FaBwd {
     static constexpr size_t pt = stats + fa_round((size_t)4 * BQ * sizeof(float));           // P^T, then dS^T
     static constexpr size_t idx = pt + fa_round((size_t)2 * FA_KEYS * LDP * sizeof(floatX));
     static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
-    // dK and dV (fp32, per warp 16 x LDO) are staged where the keys and values were, after the query loop
-    static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging fits the (k, v) tiles");
+    static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging (fp32) fits the (k, v) tiles");
 };
 
 // a query step on its way to buffer u of QD and ST: q and dO rows [q0, q0 + BQ), and for threads
@@ -598,14 +592,12 @@ struct FaConfig {
     decltype(&flash_backward_dq_kernel<16>) backward_dq;
 };
 template <int HSP>
-static FaConfig fa_config() {
-    return {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
-            flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
-}
+static const FaConfig fa_config = {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
+                                   flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 
 // the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
 static const FaConfig* flash_config(int HS) {
-    static const FaConfig table[] = {fa_config<16>(), fa_config<32>(), fa_config<64>(), fa_config<FA_MAX_HS>()};
+    static const FaConfig table[] = {fa_config<16>, fa_config<32>, fa_config<64>, fa_config<FA_MAX_HS>};
     for (const FaConfig& k : table) {
         if (HS >= 1 && HS <= k.hsp) { return &k; }
     }
@@ -637,22 +629,18 @@ static int flash_attention_supported(int HS, char* why, size_t cap) {
     return 0;
 }
 
-// the dQ splits of the backward pass: enough blocks for FA_BACKWARD_BLOCKS, at most half the key
-// tiles (rounded up: every block gets two key tiles where there are two)
+// the backward's dQ splits: enough for FA_BACKWARD_BLOCKS, at most half the key tiles (two per block where there are)
 static inline int flash_dq_splits(int BNH, int T) {
     return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
 }
 
-// the floats of dq_acc at (B, T) and nsplits: (nsplits, B*NH, T padded to whole query steps, HSP); _upto:
-// enough for every batch size up to B with flash_dq_splits (fewer rows may take more splits; a shorter T no more)
+// the floats of dq_acc: (nsplits, B*NH, T padded to whole query steps, HSP); nsplits 0: enough for every batch
+// size up to B with flash_dq_splits (fewer rows may take more splits; a shorter T no more)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
     const FaConfig* k = flash_config(HS);
-    return k ? (size_t)nsplits * B * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
-}
-static inline size_t flash_dq_acc_floats_upto(int B, int NH, int T, int HS) {
-    int slices = 0;  // the most of batch size times splits
-    for (int b = 1; b <= B; b++) { slices = std::max(slices, b * flash_dq_splits(b * NH, T)); }
-    return flash_dq_acc_floats(slices, NH, T, HS, 1);
+    size_t slices = (size_t)nsplits * B;  // batch size times splits: the most of it where nsplits is 0
+    for (int b = 1; nsplits == 0 && b <= B; b++) { slices = std::max(slices, (size_t)b * flash_dq_splits(b * NH, T)); }
+    return k ? slices * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
 
 // whether the kernels may use 16-byte accesses: HS a whole number of vectors, every tensor p aligned
@@ -662,12 +650,11 @@ static bool flash_wide(int HS, const P*... p) { return HS % FA_VEC == 0 && (((ui
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); callers check flash_attention_supported once first
 static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     int HS = C / NH;
-    bool wide = flash_wide(HS, out, qkv);
     const FaConfig* k = flash_config(HS);
     auto forward = k->forward;
     dim3 grid(B * NH, ceil_div(T, FA_QUERIES));
     float scale_log2 = 1.0f / sqrtf((float)HS) * FA_LOG2E;  // as the backward kernel forms it
-    forward<<<grid, FA_THREADS, k->fwd_smem>>>(out, lse, qkv, T, NH, HS, scale_log2, wide);
+    forward<<<grid, FA_THREADS, k->fwd_smem>>>(out, lse, qkv, T, NH, HS, scale_log2, flash_wide(HS, out, qkv));
     cudaCheckLaunch();
 }
 

@@ -1,7 +1,6 @@
 /*
-cuda_common.cuh: the CUDA trainer's host-side plumbing (train_gpt2.cu, test_gpt2.cu): the checks
-around every CUDA and cuBLASLt call, allocation, and whether this machine has a GPU the build can
-run on. Every failure ends the program with one line (fatal, common/utils.h).
+cuda_common.cuh: the CUDA trainer's host plumbing (train_gpt2.cu, test_gpt2.cu): the checks around every CUDA and
+cuBLASLt call, allocation, the choice of GPU. Every failure ends the program with one line (fatal, common/utils.h).
 */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
@@ -19,9 +18,8 @@ static inline void cuda_check(cudaError_t err, const char* call, const char* fil
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
 
-// Kernels run asynchronously: a fault inside one surfaces at the next call that waits for the GPU,
-// often a copy far from the kernel at fault. TRAIN_GPT2CU_SYNC_CHECK=1 (any value but "" or "0") waits
-// after every kernel and cuBLASLt launch, so the error names the launch that failed (slow: debugging).
+// Kernels run asynchronously: a fault surfaces at the next call that waits for the GPU, often far from the kernel.
+// TRAIN_GPT2CU_SYNC_CHECK=1 (not "" or "0") waits after every kernel and cuBLASLt launch to name the one at fault.
 static inline void cuda_check_launch(const char* what, const char* file, int line) {
     static int sync_check = -1;  // -1: not read yet
     if (sync_check < 0) {
@@ -52,8 +50,7 @@ static void* cuda_alloc_check(size_t bytes, int pinned, const char* what) {
 static void* cuda_malloc_check(size_t bytes, const char* what) { return cuda_alloc_check(bytes, 0, what); }
 static void* pinned_malloc_check(size_t bytes, const char* what) { return cuda_alloc_check(bytes, 1, what); }
 
-// Is there a GPU this build can run on? Returns the number of GPUs and describes GPU 0 in `msg`,
-// or returns 0 and gives the reason there.
+// Is there a GPU this build can run on? The number of GPUs, GPU 0 described in `msg`; or 0, the reason in `msg`.
 static int cuda_device_usable(char* msg, size_t cap) {
     int n = 0;
     cudaDeviceProp prop;
@@ -79,8 +76,7 @@ static int cuda_device_usable(char* msg, size_t cap) {
     return 0;
 }
 
-// a host copy of `bytes` of device memory at src, in *buf (allocated by the first call; every call
-// for the same buffer copies the same size)
+// *buf: a host copy of `bytes` of device memory at src (allocated by the first call; later calls copy as many)
 static void* download_into(void** buf, const void* src, size_t bytes) {
     if (*buf == NULL) { *buf = malloc_check(bytes, "host copy of device memory"); }
     cudaCheck(cudaMemcpy(*buf, src, bytes, cudaMemcpyDeviceToHost));

@@ -1,12 +1,11 @@
 /*
-matmul_lt.cuh: matmul_lt, the one call behind every matmul of train_gpt2.cu ("the linear layers"
-derives their operands), turns a MatmulSpec into a cuBLASLt call (with the trainer's floatX).
+matmul_lt.cuh: matmul_lt, the one call behind every matmul of train_gpt2.cu ("the linear layers" derives their
+operands), turns a MatmulSpec into a cuBLASLt call (with the trainer's floatX).
 
-A shape's first call builds its descriptors and asks the heuristic for its fastest algorithm, kept
-in a plan (LtPlan): that costs more than a small matmul, and a step runs each shape dozens of times;
-later calls run the same algorithm, so the arithmetic is the same at every step. Where the
-heuristic offers none or cublasLtMatmul refuses it, matmul_lt returns 0 with allow_missing (a fused
-GELU epilogue: the caller runs the GELU kernel) and stops the trainer otherwise.
+A shape's first call builds its descriptors and asks the heuristic for its fastest algorithm, kept in a plan (LtPlan):
+that costs more than a small matmul, and a step runs each shape dozens of times; later calls run the same algorithm,
+so the arithmetic is the same at every step. Where the heuristic offers none or cublasLtMatmul refuses it, matmul_lt
+returns 0 with allow_missing (a fused GELU epilogue: the caller runs the GELU kernel) and stops the trainer otherwise.
 */
 #ifndef MATMUL_LT_CUH
 #define MATMUL_LT_CUH
@@ -18,9 +17,8 @@ static cublasLtHandle_t lt_handle;
 static void* lt_workspace = NULL;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
 
-// A matmul: D (m x n) = alpha op(A) (m x k) . op(B) (k x n) + beta D, each matrix dense (col-major,
-// its leading dimension its row count), then the epilogue of the pointer given: BIAS, or DGELU
-// (D *= GELU'(aux), aux in D's layout).
+// A matmul: D (m x n) = alpha op(A) (m x k) . op(B) (k x n) + beta D, each matrix dense (col-major, its leading
+// dimension its row count), then the epilogue of the pointer given: BIAS, or DGELU (D *= GELU'(aux), aux like D).
 typedef struct {
     int m, n, k;
     const floatX* A;
@@ -110,11 +108,9 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
     LtKey key = {spec->m, spec->n, spec->k, spec->transa, spec->transb, spec->d_type,
                  spec->aux ? CUBLASLT_EPILOGUE_DGELU : spec->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT,
                  lt_alignment(spec->A), lt_alignment(spec->B), lt_alignment(spec->D)};
-    LtPlan* p = NULL;
-    for (int i = 0; i < lt_num_plans && p == NULL; i++) {
-        if (memcmp(&lt_plans[i].key, &key, sizeof(key)) == 0) { p = &lt_plans[i]; }
-    }
-    if (p == NULL) {
+    LtPlan* p = lt_plans;
+    while (p < lt_plans + lt_num_plans && memcmp(&p->key, &key, sizeof(key)) != 0) { p++; }
+    if (p == lt_plans + lt_num_plans) {  // a new shape
         if (lt_num_plans == lt_max_plans) {
             lt_max_plans = lt_max_plans ? 2 * lt_max_plans : 32;
             lt_plans = (LtPlan*)realloc(lt_plans, lt_max_plans * sizeof(LtPlan));

@@ -1,6 +1,5 @@
 /*
-token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient: the work list that
-wte_backward's comment describes, made on the host and uploaded (token_chunks_build).
+token_chunks.cuh: the host half of train_gpt2.cu's token-embedding gradient, the work list of wte_backward's comment.
 */
 #ifndef TOKEN_CHUNKS_CUH
 #define TOKEN_CHUNKS_CUH
@@ -9,8 +8,7 @@ wte_backward's comment describes, made on the host and uploaded (token_chunks_bu
 
 #define EMBED_CHUNK 64  // positions per chunk
 
-// The work list: one int array, laid out the same in pinned host memory (list) and on the device
-// (d_list), from offset 0:
+// The work list: one int array, laid out the same in pinned host memory (list) and on the device (d_list):
 //   pos          [BT]            positions grouped by token
 //   chunk_start  [n_chunks + 1]  chunk k is pos[chunk_start[k] .. chunk_start[k + 1])
 //   chunk_token  [n_chunks]      its token
@@ -47,9 +45,8 @@ static void token_chunks_free(TokenChunks* tc) {
 static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     if (BT > tc->BT) { fatal("token_chunks_build: %d positions, allocated for %d", BT, tc->BT); }
     int *list = tc->list, *group_of_token = tc->group_of_token, *end = tc->group_end;
-    // a counting sort of the positions by token, the groups in the order of their first position:
-    // the size of each group (with the number of chunks), then its start, then the positions put in
-    // place (end[g] runs from the group's start to its end)
+    // a counting sort of the positions by token, the groups in the order of their first position: each group's size
+    // (and chunks), then its start, then the positions put in place (end[g] runs from the group's start to its end)
     int ng = 0, n_chunks = 0, n_split = 0;
     for (int i = 0; i < BT; i++) {
         int* g = &group_of_token[tokens[i]];

@@ -1,32 +1,26 @@
 /*
 train_gpt2.cu: SiameseNorm GPT-2 on one NVIDIA GPU, in mixed precision.
 
-What this trains. The same model as train_gpt2.c (read its header and dev/MODEL.md first): a
-GPT-2 whose residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y
-that share every attention and MLP block). This file is the GPU version of that CPU reference, with
-the same structure, command line, checkpoints and step line (plus MFU).
+What this trains: the model of train_gpt2.c (read its header and dev/MODEL.md first), a GPT-2 whose
+residual stream is wired as pre-norm, post-norm or SiameseNorm (two streams X and Y that share every
+attention and MLP block), with the same structure, command line, checkpoints and step line (plus MFU).
 
 Precision (the default BF16 build):
-  - parameters: fp32 MASTER weights (what AdamW updates and what checkpoints hold) plus a bf16
-    working copy that the forward and backward passes read; AdamW refreshes the working copy;
+  - parameters: fp32 MASTER weights (what AdamW updates and checkpoints hold) and a bf16 working copy the passes read;
   - activations (the streams, LN outputs, qkv, attention output, MLP hidden, logits): bf16;
-  - parameter gradients, AdamW m and v: fp32. The gradients of the residual streams (dx, dy) and
-    of every LayerNorm input are fp32 too (they are sums over many layers);
-  - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient
-    norm, the column sums that give bias and LayerNorm parameter gradients, attention's tiles.
+  - fp32: parameter gradients, AdamW m and v, the gradients of the streams (dx, dy) and LN inputs (sums over layers);
+  - every reduction accumulates in fp32: LayerNorm statistics, softmax, the loss, the gradient norm, the column
+    sums that give bias and LayerNorm parameter gradients, attention's tiles.
 `make train_gpt2cu PRECISION=FP32` (-DENABLE_FP32) makes floatX = float everywhere and runs
 cuBLASLt with CUBLAS_COMPUTE_32F on fp32 data (no TF32): slower, but tight parity with PyTorch.
 
 Every kernel computes each output element in a fixed order that depends only on the problem sizes
 (no atomics), so a run is bit-for-bit repeatable on the same GPU with the same cuBLASLt algorithms.
 
-How to read this file: Part 0 holds the precision and includes siamese.cuh (the LayerNorms,
-plain and two-stream, with the row helpers they share); Part 1 the kernels in forward order, each
-with its backward next to it (the cuBLASLt call, matmul_lt.cuh, and flash attention,
-attention.cuh, are chapters of their own, included where first needed); Part 2 the model
-(parameters, activations, forward, backward, AdamW); Part 3 hands it to the training loop shared
-with train_gpt2.c (common/train_loop.h; train_gpt2.c, Part 3, walks through one step). Backward
-functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
+How to read this file: Part 0 the precision and small helpers; Part 1 the kernels in forward order, each backward
+beside its forward, with the chapters siamese.cuh (LayerNorms), matmul_lt.cuh (cuBLASLt) and attention.cuh (flash
+attention); Part 2 the model; Part 3 the training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c's
+Part 3 walks through one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
 #include <math.h>
 #include <stdint.h>
@@ -64,9 +58,8 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// the max (is_max) or the sum of v over the block, the same bits in every thread: each warp's lane 0
-// posts its warp's result in posts[warp] (shared memory), and after the barrier every thread combines
-// the posts in warp order. Two reductions in a row use two arrays (all must read before a rewrite).
+// the max (is_max) or the sum of v over the block, the same bits in every thread: each warp's lane 0 posts to
+// posts[warp] (shared), all add the posts in warp order; two calls in a row need two arrays (all read, then rewrite)
 __device__ float block_reduce(float v, int is_max, float* posts) {
     v = is_max ? warp_max(v) : warp_sum(v);
     if (threadIdx.x % 32 == 0) { posts[threadIdx.x / 32] = v; }
@@ -83,7 +76,6 @@ __global__ void cast_to_x_kernel(floatX* dst, const float* src, size_t n) {
 }
 
 static void cast_to_x(floatX* dst, const float* src, size_t n) {
-    if (n == 0) { return; }
     cast_to_x_kernel<<<ceil_div((long)n, 256), 256>>>(dst, src, n);
     cudaCheckLaunch();
 }
@@ -105,14 +97,12 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
     if (out2) { out2[i] = (floatX)e; }
 }
 
-// The backward pass scatter-adds each row of dL/de (dx, plus dy in siamese mode) into wte[token]
-// and wpe[t]. A token can appear many times in a batch, so, with no atomics, the host makes a work
-// list from the tokens alone (token_chunks_build, while the GPU runs the forward pass): the
-// positions grouped by token, each group cut into chunks of EMBED_CHUNK positions. Then
-//   wte_chunk_kernel: one block per chunk sums dL/de over its positions, in order, into dwte for a
-//     token's only chunk, else into a partial row;
-//   wte_finish_kernel: one block per token with several chunks and 256 columns adds its partial rows
-//     in order. No block sums more than EMBED_CHUNK rows; every sum's order is fixed by the tokens.
+// The backward pass scatter-adds each row of dL/de (dx, plus dy in siamese mode) into wte[token] and wpe[t].
+// A token can appear many times in a batch, so, with no atomics, the host makes a work list from the tokens alone
+// (token_chunks_build, while the GPU runs the forward pass): the positions grouped by token, in chunks of EMBED_CHUNK.
+//   wte_chunk_kernel: a block per chunk sums its dL/de rows in order, into dwte (token's only chunk) or a partial row;
+//   wte_finish_kernel: one block per token with several chunks and 256 columns adds its partial rows in order.
+// No block sums more than EMBED_CHUNK rows; every sum's order is fixed by the tokens.
 
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
 #include "token_chunks.cuh"  // TokenChunks: the work list, made and uploaded by the host
@@ -167,8 +157,7 @@ __global__ void wpe_backward_kernel(float* dwpe, const float* dx, const float* d
 }
 
 // ----------------------------------------------------------------------------
-// LayerNorm, plain and two-stream (SiameseNorm): siamese.cuh, included above. Then the residual add
-// of the pre and post modes, out = x + z:
+// the residual add of the pre and post modes, out = x + z (their LayerNorms: siamese.cuh, included above)
 
 __global__ void residual_forward_kernel(floatX* out, const floatX* x, const floatX* z, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -196,8 +185,7 @@ __device__ __forceinline__ float gelu_slope(float x) {  // dGELU/dx
     return 0.5f * (1.0f + th) + 0.5f * x * dth;
 }
 
-// out = GELU(inp) (backward 0) or out = out * GELU'(inp) in place (backward 1), n elements (gelu_apply), W
-// per thread (see Pack): W = VEC_X where the tensors allow (row_width)
+// out = GELU(inp) (backward 0) or out = out * GELU'(inp) (backward 1), W per thread: VEC_X where row_width allows
 template <int W>
 __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t npack, int backward) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -219,19 +207,16 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 }
 
 // ----------------------------------------------------------------------------
-// the linear layers, matmuls through cuBLASLt. cuBLASLt, like all of BLAS, is column-major, and the bytes
-// of a row-major (R x K) array M are exactly the col-major (K x R) matrix M^T. So we compute the TRANSPOSE
-// of each product, whose operands are the transposes cuBLASLt sees for free. With W (OC, C) row-major
-// like nn.Linear, inp (BT, C), out (BT, OC), each is a MatmulSpec (matmul_lt.cuh), D (m x n) = op(A) . op(B):
+// the linear layers, through cuBLASLt, which like all of BLAS is column-major: the bytes of a row-major (R x K) array
+// M are exactly the col-major (K x R) matrix M^T, so we compute the TRANSPOSE of each product, whose operands it sees
+// for free. W (OC, C) row-major like nn.Linear, inp (BT, C), out (BT, OC); each a MatmulSpec D (m x n) = op(A) . op(B):
 //
 //   forward   out = inp . W^T         transposed: out^T (OC x BT) = W (OC x C) . inp^T (C x BT)
-//             W's bytes are W^T, so A = W with op T; B = inp with op N; m = OC, n = BT, k = C.
-//             The bias epilogue adds bias[i] to row i of D, i.e. to output channel i.
+//             A = W op T (W's bytes are W^T), B = inp op N; m = OC, n = BT, k = C; bias[i] adds to D's row i.
 //   dinp      dinp = dout . W         transposed: dinp^T (C x BT) = W^T (C x OC) . dout^T (OC x BT)
 //             A = W op N, B = dout op N; m = C, n = BT, k = OC.
 //   dW        dW = dout^T . inp       transposed: dW^T (C x OC) = inp^T (C x BT) . dout (BT x OC)
-//             A = inp op N, B = dout op T (its bytes are dout^T); m = C, n = OC, k = BT; beta = 1
-//             accumulates into the fp32 gradient.
+//             A = inp op N, B = dout op T (its bytes are dout^T); m = C, n = OC, k = BT; beta 1: +=.
 #include "matmul_lt.cuh"
 
 // The fused GELU backward (test_gpt2cu sets 0 to check the GELU kernel too), tried only where cuBLASLt's
@@ -269,25 +254,22 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention: flash attention reads q, k, v straight from the qkv rows [q | k | v] (NH heads of
-// HS = C/NH channels), writes the (B, T, C) rows the projection reads and a log-sum-exp per row for the
-// backward pass. Head sizes 1 to 128 (gpt2_allocate checks, at start-up).
+// causal self-attention: flash attention reads q, k, v straight from the qkv rows [q | k | v] (NH heads of HS = C/NH
+// channels, 1 to 128), writes the (B, T, C) rows the projection reads and a log-sum-exp per row for the backward.
 #include "attention.cuh"
 
 // ----------------------------------------------------------------------------
 // the fused classifier: softmax cross-entropy over the V real entries of each logits row (V..Vp-1 are
 // padding) and its gradient, in ONE pass over the row, written IN PLACE over the logits:
-//     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i)
-//     dlogits[i] = (softmax_i - [i == target]) * dloss      (0 on the padding)
-// with dloss = 1 / (B*T), the gradient of the mean loss.
+//     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i) = M + log S
+//     dlogits[i] = (softmax_i - [i == target]) * dloss = exp(logit_i - M) dloss / S - [i == target] dloss, 0 on padding
+// with M the row max, S = sum_{i < V} exp(logit_i - M), dloss = 1 / (B*T), the gradient of the mean loss.
 //
 // One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD entries of the row in
-// registers as fp32 (-inf for the padding), read in 4-byte units t, t + CLASSIFIER_THREADS, ... (coalesced). Then
-// 1. the row max M (block_reduce); 2. e_i = exp(x_i - M) in place of x_i, and their sum S; 3. loss = M + log S -
-// logit[target], and dlogits_i = e_i * (dloss / S), less dloss at the target. The row is read once and written once
-// for rows of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread fill 1024
-// threads' 64 registers without a spill): classifier_kernel<true>. A longer row takes classifier_kernel<false>, the
-// same steps over tiles of the row, each loaded again per step.
+// registers as fp32 (-inf for the padding), read in 4-byte units t, t + CLASSIFIER_THREADS, ... (coalesced). Rows
+// of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread fill 1024 threads' 64
+// registers without a spill) are read once and written once: classifier_kernel<true>. A longer row takes
+// classifier_kernel<false>, the same three steps over tiles of the row, each loaded again per step.
 
 #define CLASSIFIER_THREADS 1024
 #define CLASSIFIER_PER_THREAD 50
@@ -306,12 +288,9 @@ __device__ __forceinline__ float classifier_load(float (*x)[CLASSIFIER_W], const
     float max = -INFINITY;
     for (int k = 0; k < CLASSIFIER_UNITS; k++) {
         int j = classifier_unit(t, k);
-        if (j < Vp / CLASSIFIER_W) {
-            ClassifierUnit u = load_pack<CLASSIFIER_W>(row + (size_t)j * CLASSIFIER_W);
-            for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = j * CLASSIFIER_W + e < V ? (float)u.v[e] : -INFINITY; }
-        } else {
-            for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = -INFINITY; }
-        }
+        ClassifierUnit u = {};  // past the row (j * CLASSIFIER_W >= Vp >= V): not read, all -inf
+        if (j < Vp / CLASSIFIER_W) { u = load_pack<CLASSIFIER_W>(row + (size_t)j * CLASSIFIER_W); }
+        for (int e = 0; e < CLASSIFIER_W; e++) { x[k][e] = j * CLASSIFIER_W + e < V ? (float)u.v[e] : -INFINITY; }
         for (int e = 0; e < CLASSIFIER_W; e++) { max = fmaxf(max, x[k][e]); }
     }
     return max;
@@ -384,11 +363,10 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 // ----------------------------------------------------------------------------
 // optimizer kernels
 
-// partial sums of squares of the fp32 gradients, one per block, added by the host in order (in double).
-// The grid is a function of n alone (norm_blocks), so is every order of addition: small tensors get few
-// blocks (each thread sums NORM_PER_THREAD elements or more), GPT-2 sizes NORM_MAX_BLOCKS (~2 waves on an H100).
+// partial sums of squares of the fp32 gradients, one per block, added by the host in order (in double). The grid
+// (norm_blocks: each thread NORM_PER_THREAD elements or more) depends on n alone, and so does every order of addition.
 #define NORM_THREADS 512
-#define NORM_MAX_BLOCKS 1024
+#define NORM_MAX_BLOCKS 1024  // what GPT-2 sizes get: ~2 waves on an H100
 #define NORM_PER_THREAD 16
 
 static int norm_blocks(size_t n) {
@@ -427,9 +405,8 @@ __global__ void adamw_kernel(float* param, floatX* param_x, const float* grad, f
 // Part 2: the model
 // ============================================================================
 
-// the parameters, in checkpoint order: a pointer per tensor, named and shaped in common/params.h's
-// PARAMETER_TENSORS, as in train_gpt2.c; their sizes come from fill_param_sizes. ParameterTensors
-// (float) points into the fp32 gradients, ParameterTensorsX (floatX) into the working copy.
+// a pointer per parameter tensor, in checkpoint order, as in train_gpt2.c (common/params.h's PARAMETER_TENSORS,
+// sized by fill_param_sizes): ParameterTensors into the fp32 gradients, ParameterTensorsX into the floatX copy.
 #define PARAM_FIELD(index, name) T* name;
 template <typename T>
 struct ParamPtrs { PARAMETER_TENSORS(PARAM_FIELD) };
@@ -443,9 +420,8 @@ static void point_parameters(ParamPtrs<T>* p, T* memory, const size_t sizes[NUM_
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { ptrs[i] = memory; memory += sizes[i]; }
 }
 
-// The activations and the backward scratch share one device allocation. next_tensor hands out its
-// next n elements of type T, each tensor 256-byte aligned (for cuBLASLt and the 16-byte row kernels);
-// with memory NULL it only counts, so one function both sizes and points.
+// The activations and the backward scratch share one device allocation: next_tensor hands out its next n Ts,
+// 256-byte aligned (cuBLASLt, the 16-byte row kernels); with memory NULL it only counts, so it sizes and points.
 template <typename T>
 static T* next_tensor(char* memory, size_t* used, size_t n) {
     T* t = memory ? (T*)(memory + *used) : NULL;
@@ -453,14 +429,12 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
     return t;
 }
 
-// the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c: floatX,
-// their statistics and the losses fp32; the math's names (dev/MODEL.md) are a = LN(x),
-// r = a + LN(y) (post: x + z), u, z, h. X(type, name, elements): sizes from point_buffers, where a
-// factor S (two streams), R (r stored) or U (u stored) of 0 empties a tensor the mode does not use
-// (common/params.h, NORM_MODE_LAYOUTS). Recompute (-r, train_gpt2.c's ActivationTensors says more):
-// -r 1 keeps one layer of fch_gelu, rebuilt from fch in the backward; -r 2 also one sublayer of lnsum
-// and blockin, rebuilt from the streams and the saved statistics, and two of lnx (the forward's
-// update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// the activations the backward pass needs, saved by the forward pass, as in train_gpt2.c (the math's names, of
+// dev/MODEL.md, beside each). X(type, name, elements): sizes from point_buffers, where a factor S (two streams),
+// R (r stored) or U (u stored) of 0 empties a tensor the mode does not use (common/params.h, NORM_MODE_LAYOUTS).
+// Recompute (-r; train_gpt2.c's ActivationTensors says more): -r 1 keeps one layer of fch_gelu, rebuilt from fch in
+// the backward; -r 2 also one sublayer of lnsum and blockin, rebuilt from the streams and the saved statistics, and
+// two of lnx (the forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a).
 #define ACTIVATION_TENSORS(X) \
     X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
     X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
@@ -488,8 +462,7 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 
 typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
 
-// scratch for the backward pass, reused by every layer (only the streams' gradients travel): the
-// gradients of the streams and of LayerNorm inputs in fp32, the matmuls' operands in floatX
+// scratch for the backward pass, reused by every layer (only the streams' gradients, dx and dy, travel)
 #define SCRATCH_TENSORS(X) \
     X(float, dx, BT * C)        /* dL/d(stream X) at the current sublayer boundary */ \
     X(float, dy, S * BT * C)    /* siamese: dL/d(stream Y) */ \
@@ -499,7 +472,7 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
     X(floatX, dqkv, BT * 3 * C) \
     X(floatX, dfch, BT * 4 * C) /* dL/d(MLP pre-activation) */ \
     X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
-    X(float, att_dq, flash_dq_acc_floats_upto(B, (int)NH, T, (int)(C / NH))) /* attention: the fp32 dQ splits */
+    X(float, att_dq, flash_dq_acc_floats(B, (int)NH, T, (int)(C / NH), 0)) /* attention: the fp32 dQ splits */
 
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
@@ -557,9 +530,8 @@ typedef struct GPT2 {
     void* stream_grad_ctx;
 } GPT2;
 
-// The model is built in two halves: on the host as in train_gpt2.c (the config and the fp32 weights,
-// from a checkpoint or fresh; no GPU needed, so a bad checkpoint is refused the same way on any
-// machine), then uploaded (gpt2_allocate). This sets the config and allocates the host weights.
+// The model is built on the host as in train_gpt2.c (the config and fp32 weights, from a checkpoint or fresh;
+// no GPU needed, so a bad checkpoint is refused the same way on any machine), then uploaded by gpt2_allocate.
 static void gpt2_init_params(GPT2* m, const GPT2Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->config = *cfg;
@@ -582,8 +554,7 @@ static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
     params_init_fresh(m->host_params, cfg, seed);
 }
 
-// uploads the weights (host_params -> device fp32 master weights and floatX working copy) and
-// allocates, once, everything training with micro-batches of (B, T) needs
+// uploads the weights (host_params -> device fp32 master weights, floatX working copy); allocates once for (B, T) steps
 static void gpt2_allocate(GPT2* m, int B, int T) {
     const GPT2Config* cfg = &m->config;
     size_t n = m->num_parameters, BT = (size_t)B * T, C = cfg->channels;
@@ -599,8 +570,7 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights");
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     point_parameters(&m->params_x, m->params_x_memory, m->param_sizes);
-    // all the fp32 weights pass through the gradient buffer (zeroed before each backward by
-    // gpt2_zero_grad) on their way to the working copy, whose padding stays 0
+    // the fp32 weights reach the working copy through the gradient buffer (gpt2_zero_grad clears it); padding stays 0
     cudaCheck(cudaMemcpy(m->grads_memory, m->host_params, n * sizeof(float), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(m->params_x_memory, 0, m->padded_parameters * sizeof(floatX)));
     cast_to_x(m->params_x_memory, m->grads_memory, n);
@@ -618,8 +588,7 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     token_chunks_alloc(&m->chunks, cfg->vocab_size, (int)BT);
     m->d_norm_partials = (float*)cuda_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
     m->host_norm_partials = (float*)pinned_malloc_check(NORM_MAX_BLOCKS * sizeof(float), "norm partials");
-    // the widest column sum: the MLP's up-projection bias, 4C columns; the LayerNorm backwards'
-    // block sums: 6 per input side in siamese mode, 2 per LayerNorm otherwise
+    // the widest column sum (the MLP's up-projection bias, 4C), the LayerNorm backwards' block sums (siamese: 6 a side)
     partials_reserve((size_t)COLUMN_MAX_SPLITS * 4 * C);
     partials_reserve((size_t)LN_GRAD_BLOCKS * (norm_mode_layout(cfg->norm_mode)->two_streams ? SIAMESE_SUMS : 2) * C);
 }
@@ -636,8 +605,7 @@ static void gpt2_free(GPT2* m) {
     partials_free();  // reserved by gpt2_allocate
 }
 
-// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l, as parameters or gradients
-// (outside siamese mode, only w and b: ln1 or ln2); then those of the final merge
+// the three LayerNorms of sublayer s (0 attention, 1 MLP) of layer l (outside siamese, w and b only), then the final's
 template <typename T>
 static SiameseNormsT<T> sublayer_norms(const ParamPtrs<T>* p, int l, int s, int C) {
     size_t o = (size_t)l * C;
@@ -650,8 +618,7 @@ static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
     return {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
 }
 
-// sublayer k's activations, where the forward pass writes them and the backward pass reads them;
-// k = 2L gives the final merge's streams (x, y) and statistics (st), the rest is not its own
+// sublayer k's activations, as the forward writes and the backward reads them; k = 2L: only x, y, st (the final merge)
 typedef struct {
     int l, s;               // its layer k / 2, and 0 attention or 1 MLP
     floatX *x, *y;          // the streams entering it (y: siamese)
@@ -688,8 +655,7 @@ static void block_forward(GPT2* m, const Sublayer* sub, int B, int T) {
     ActivationTensors* acts = &m->acts;
     size_t lBT = (size_t)l * BT;
     if (sub->s == 0) {
-        floatX* qkv = acts->qkv + lBT * 3 * C;
-        floatX* atty = acts->atty + lBT * C;
+        floatX *qkv = acts->qkv + lBT * 3 * C, *atty = acts->atty + lBT * C;
         matmul_forward(qkv, sub->u, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, BT, C, 3 * C);
         flash_attention_forward(atty, acts->att_lse + lBT * NH, qkv, B, T, C, NH);
         matmul_forward(sub->z, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, BT, C, C);
@@ -714,10 +680,9 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     m->cur_T = T;
     // The inputs, then the targets, go up from pinned memory in one cudaMemcpyAsync on the default stream,
     // ahead of every kernel below; the host waits only at the pass's end, then the next may rewrite them.
-    size_t bytes = (targets ? 2 : 1) * (size_t)BT * sizeof(int);
     memcpy(m->tokens, inputs, (size_t)BT * sizeof(int));
     if (targets) { memcpy(m->tokens + BT, targets, (size_t)BT * sizeof(int)); }
-    cudaCheck(cudaMemcpyAsync(m->d_tokens, m->tokens, bytes, cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaMemcpyAsync(m->d_tokens, m->tokens, (targets ? 2 : 1) * BT * sizeof(int), cudaMemcpyHostToDevice, 0));
     m->has_targets = targets != NULL;
 
     ParameterTensorsX* p = &m->params_x;
@@ -816,8 +781,7 @@ static void block_backward(GPT2* m, const Sublayer* sub, float* du, float beta, 
     }
 }
 
-// backward pass of the last forward pass (which must have had targets); ACCUMULATES into m->grads.
-// loss_scale multiplies the loss, e.g. 1/grad_accum_steps so accumulated gradients are a mean.
+// backward of the last forward pass (with targets) into m->grads (+=), the loss times loss_scale (1/grad_accum: a mean)
 static void gpt2_backward(GPT2* m, float loss_scale) {
     if (!m->has_targets) { fatal("gpt2_backward: the last forward pass had no targets"); }
     const GPT2Config* cfg = &m->config;
@@ -831,8 +795,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     NormMode mode = cfg->norm_mode;
     const float* dy = norm_mode_layout(mode)->two_streams ? sc->dy : NULL;  // dL/d(stream Y), siamese only
 
-    // the tied output layer, from the dlogits the forward pass left (for dloss = 1 / BT; the loss
-    // scale is the matmuls' alpha): dh (fp32, in du) and dwte
+    // the tied output layer, from the forward's dlogits (dloss = 1 / BT; loss_scale: the matmuls' alpha): dh (du), dwte
     matmul_backward_input(sc->du, CUDA_R_32F, 0.0f, acts->logits, p->wte, BT, C, Vp, NULL, loss_scale);
     matmul_backward_weight(g->wte, NULL, acts->logits, acts->lnf, BT, C, Vp, loss_scale);
 
@@ -886,7 +849,6 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         if (m->stream_grad_hook) { m->stream_grad_hook(m->stream_grad_ctx, k, sc->dx, dy); }
     }
 
-    // the embedding feeds both streams when there are two: dL/de = dx + dy
     wte_backward(g->wte, sc->du, sc->dx, dy, &m->chunks, C);  // du is free now: the partial rows
     wpe_backward_kernel<<<ceil_div((long)T * C, 256), 256>>>(g->wpe, sc->dx, dy, B, T, C);
     cudaCheckLaunch();
@@ -927,14 +889,12 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
 // ============================================================================
 // Part 3: training
 // ============================================================================
-// The loop (flags, data, evaluation, sampling, checkpoints, the step line) is common/train_loop.h,
-// shared with train_gpt2.c; it reaches the model only through the TrainerOps main() hands it, and
-// reads on the host what the functions below copy back (a logits row, the weights, the moments).
+// The loop (flags, data, evaluation, sampling, checkpoints, the step line), shared with train_gpt2.c, reaches the
+// model only through the TrainerOps main() hands it, and reads on the host what the gpu_* functions copy back.
 #include "common/train_loop.h"
 
-// Each training step is an NVTX range "step", from zero_grad to the wait at its end (sync), so that a
-// profiler can select whole steps (dev/gpu_check.sh: ncu --nvtx --nvtx-include step/); without one, push
-// and pop return at once. A skipped update (non-finite) has no wait: its range ends at the next push.
+// Each step is an NVTX range "step", zero_grad to sync, for a profiler to select (dev/gpu_check.sh: ncu --nvtx
+// --nvtx-include step/; without one, push and pop return at once); a skipped update has no sync: the next push ends it.
 #include <nvtx3/nvToolsExt.h>
 static int step_range_open = 0;
 static void gpu_zero_grad(GPT2* m) {
