@@ -526,7 +526,6 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
             HeldRow<float, W> g = held_load<float, W>(du + o, C, lane);
             HeldRow<floatX, W> rh = held_load<floatX, W>(r + o, C, lane);
             LnBackMeans ln_means = ln_backward_means<W>(g, rh, p.w, ls, C, lane);
-            // dr = LN_back(du; r), da = dr + dx_next and the means of LN_back(dr; y), LN_back(da; x)
             float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
             for_lane_vectors<W>(C, lane, [&](int k, int i) {
                 Pack<float, W> duv = g.get(k, i), dxn = {};
@@ -583,8 +582,7 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
         });
 }
 
-// the kernel above, its sums added into the six parameter gradients g. dz_prev: NULL for the first
-// sublayer; streams_in: 0 at the final merge.
+// the kernel above, its sums added into the six parameter gradients g (dz_prev: NULL for the first sublayer)
 static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in, const float* du,
                                    SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x,
                                    const floatX* y, const floatX* r, int N, int C) {
