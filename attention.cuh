@@ -236,8 +236,7 @@ struct FaFwd {
     static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
     static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
     static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
-    // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers after the loop
-    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
+    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "the output rows, staged in fp32, reuse (k, v)");
 };
 
 // Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first)
@@ -424,8 +423,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
                              const floatX* dout, int T, int NH, int HS, int nsplits, float scale, bool wide) {
     typedef FaBwd<HSP> L;
     constexpr int BQ = L::BQ, NF = HSP / 16, NQ = BQ / 16, NK = FA_KEYS / 16;
-    // the dQ tile's BQ/16 x NF fragments over the warps: FPW each, all in one 16-query row block
-    constexpr int FPW = NQ * NF / FA_WARPS;
+    constexpr int FPW = NQ * NF / FA_WARPS;  // the dQ tile's NQ x NF fragments over the warps: FPW each
     static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
@@ -599,8 +597,7 @@ static const FaConfig* flash_config(int HS, char* why = NULL, size_t cap = 0) {
     return NULL;
 }
 
-// whether the kernels take head size HS on this GPU (their shared memory per block): 0 and a reason (one line) if
-// not; if so, allows the kernels that shared memory
+// 1 where this GPU's shared memory per block takes head size HS (the kernels then allowed that much), else 0 and why
 static int flash_attention_supported(int HS, char* why, size_t cap) {
     const FaConfig* k = flash_config(HS, why, cap);
     if (k == NULL) { return 0; }
