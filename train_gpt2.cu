@@ -946,7 +946,7 @@ int main(int argc, char** argv) {
     }
     train_run_attach_model(&run, &model.config, model.num_parameters, "");
     char why[200];  // attention's head sizes (attention.cuh), refused before the GPU is looked for
-    if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
+    if (!flash_config(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
     cuda_select_device(run.dist.local_rank, device, sizeof(device));
