@@ -22,15 +22,8 @@ beside its forward, with the chapters siamese.cuh (LayerNorms), matmul_lt.cuh (c
 attention); Part 2 the model; Part 3 the training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c's
 Part 3 walks through one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include "common/utils.h"
+#include "common/utils.h"  // fatal, malloc_check and the C headers (stdio, stdlib, string, stdint)
 #include "cuda_common.cuh"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
 #include "common/args.h"
