@@ -488,8 +488,7 @@ typedef struct GPT2 {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
     size_t num_parameters, padded_parameters;  // padded: zeros up to a multiple of the ranks (common/dist.h)
-    float* host_params;         // host fp32: checkpoint load and save
-    float* host_moments;        // host copy of AdamW's m, then v, for checkpoints (allocated on first use)
+    float *host_params, *host_moments;  // host fp32 for checkpoints: the weights, AdamW's m then v (on first use)
     floatX* host_row_x;         // one logits row as the GPU holds it, and in fp32 (allocated on first use)
     float* host_row;
     float* params_memory;       // device fp32 master weights, of parameters [opt_lo, opt_hi)
