@@ -236,12 +236,10 @@ struct FaFwd {
     static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
     static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
     static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
-    // the output rows (fp32, per warp 16 x LDO) are staged in the (k, v) buffers after the loop
-    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "output staging fits (k, v)");
+    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "the output rows, staged in fp32, reuse (k, v)");
 };
 
-// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first);
-// key tiles of BC from key 0 to the block's last query. out (B, T, C) rows, lse (B, NH, T) in natural log.
+// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first)
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -263,8 +261,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     const floatX* qrows = qkv + (size_t)b * T * stride + h * HS;
     const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
                  vs = {qrows + 2 * C, stride, T, HS, wide};
-    int last = (q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1;  // the block's last query: keys up to it
-    int ntiles = last / BC + 1;
+    int ntiles = ((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1;  // keys up to the block's last query
 
     fa_fill_index_tile(idx_tile);
     FaTileRegs<FA_QUERIES, HSP> qr;
@@ -419,17 +416,14 @@ struct FaQueryStep {
     }
 };
 
-// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head, each walking the query steps
-// from the diagonal on, 16 keys per warp; dQ = dS K goes into the block's dq_acc slice (stored, then added to).
+// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head, 16 keys per warp, dQ into its slice
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, 2)
     flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
                              const floatX* dout, int T, int NH, int HS, int nsplits, float scale, bool wide) {
     typedef FaBwd<HSP> L;
     constexpr int BQ = L::BQ, NF = HSP / 16, NQ = BQ / 16, NK = FA_KEYS / 16;
-    constexpr bool KV_REGS = L::kv_in_registers;
-    // the dQ tile's BQ/16 x NF fragments over the warps: FPW each, all in one 16-query row block
-    constexpr int FPW = NQ * NF / FA_WARPS;
+    constexpr int FPW = NQ * NF / FA_WARPS;  // the dQ tile's NQ x NF fragments over the warps: FPW each
     static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
@@ -467,9 +461,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         __syncthreads();
         FaAcc idx, dk[NF], dv[NF];
         fa_load_acc(idx, idx_tile, 16);
-        FaA<FaRow> kf[KV_REGS ? NF : 1], vf[KV_REGS ? NF : 1];
+        FaA<FaRow> kf[L::kv_in_registers ? NF : 1], vf[L::kv_in_registers ? NF : 1];
         for (int c = 0; c < NF; c++) {
-            if constexpr (KV_REGS) {
+            if constexpr (L::kv_in_registers) {
                 fa_load(kf[c], Ks + r0 * L::LDX + 16 * c, L::LDX);
                 fa_load(vf[c], Vs + r0 * L::LDX + 16 * c, L::LDX);
             }
@@ -490,7 +484,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
                 fa_zero(dp);
                 for (int c = 0; c < NF; c++) {
                     FaA<FaRow> ka, va;
-                    if constexpr (KV_REGS) {
+                    if constexpr (L::kv_in_registers) {
                         ka = kf[c];
                         va = vf[c];
                     } else {
@@ -528,25 +522,23 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
             if (more) { next.put(QD, ST, u ^ 1, qs, dos, q0 + BQ); }
             __syncthreads();  // every warp's dS^T rows are in place (and the next query step)
             // dQ (+)= dS K: this warp's FPW fragments of the BQ x HSP tile, all in query rows 16 qb..
-            {
-                const int f0 = warp * FPW, qb = f0 / NF, c0 = f0 % NF;
-                FaA<FaCol> dsa[NK];  // dS = (dS^T)^T
-                for (int kk = 0; kk < NK; kk++) { fa_load(dsa[kk], dST + 16 * kk * L::LDP + 16 * qb, L::LDP); }
-                for (int c = c0; c < c0 + FPW; c++) {
-                    FaAcc acc;
-                    float* dst = dqa + (size_t)(q0 + 16 * qb) * HSP + 16 * c;
-                    if (kt == split) {
-                        fa_zero(acc);
-                    } else {
-                        fa_load_acc(acc, dst, HSP);
-                    }
-                    for (int kk = 0; kk < NK; kk++) {
-                        FaB<FaRow> kb;
-                        fa_load(kb, Ks + 16 * kk * L::LDX + 16 * c, L::LDX);
-                        fa_mma(acc, dsa[kk], kb);
-                    }
-                    fa_store_acc(dst, acc, HSP);
+            const int f0 = warp * FPW, qb = f0 / NF, c0 = f0 % NF;
+            FaA<FaCol> dsa[NK];  // dS = (dS^T)^T
+            for (int kk = 0; kk < NK; kk++) { fa_load(dsa[kk], dST + 16 * kk * L::LDP + 16 * qb, L::LDP); }
+            for (int c = c0; c < c0 + FPW; c++) {
+                FaAcc acc;
+                float* dst = dqa + (size_t)(q0 + 16 * qb) * HSP + 16 * c;
+                if (kt == split) {
+                    fa_zero(acc);
+                } else {
+                    fa_load_acc(acc, dst, HSP);
                 }
+                for (int kk = 0; kk < NK; kk++) {
+                    FaB<FaRow> kb;
+                    fa_load(kb, Ks + 16 * kk * L::LDX + 16 * c, L::LDX);
+                    fa_mma(acc, dsa[kk], kb);
+                }
+                fa_store_acc(dst, acc, HSP);
             }
             __syncthreads();  // dS^T is read before the next step writes it
         }
@@ -559,8 +551,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     }
 }
 
-// dQ = the sum of the dq_acc slices in split order, one thread per FA_VEC channels of a (b, h, t) row:
-// the splits whose first key tile is at or before t, 0 .. min(nsplits, t / FA_KEYS + 1) - 1
+// dQ = the slices whose first key tile is at or before t, summed in split order; a thread per FA_VEC channels of a row
 template <int HSP>
 __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
                                          bool wide) {
@@ -595,26 +586,21 @@ template <int HSP>
 static const FaConfig fa_config = {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
                                    flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 
-// the configuration that runs head size HS (the smallest padded size at or above it), NULL past FA_MAX_HS
-static const FaConfig* flash_config(int HS) {
+// the configuration that runs head size HS (the smallest padded size at or above it; no GPU needed), or past
+// FA_MAX_HS NULL and a reason (one line) in why (cap bytes; none where cap is 0)
+static const FaConfig* flash_config(int HS, char* why = NULL, size_t cap = 0) {
     static const FaConfig table[] = {fa_config<16>, fa_config<32>, fa_config<64>, fa_config<FA_MAX_HS>};
     for (const FaConfig& k : table) {
         if (HS >= 1 && HS <= k.hsp) { return &k; }
     }
+    snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
     return NULL;
 }
 
-// whether the kernels take head size HS (no GPU needed): 0 and a reason (one line) if not
-static int flash_head_size_supported(int HS, char* why, size_t cap) {
-    if (flash_config(HS) != NULL) { return 1; }
-    snprintf(why, cap, "head size %d is not supported: attention runs head sizes 1 to %d", HS, FA_MAX_HS);
-    return 0;
-}
-
-// ... and on this GPU (their shared memory per block); if so, allows the kernels that shared memory
+// 1 where this GPU's shared memory per block takes head size HS (the kernels then allowed that much), else 0 and why
 static int flash_attention_supported(int HS, char* why, size_t cap) {
-    if (!flash_head_size_supported(HS, why, cap)) { return 0; }
-    const FaConfig* k = flash_config(HS);
+    const FaConfig* k = flash_config(HS, why, cap);
+    if (k == NULL) { return 0; }
     int dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -634,12 +620,12 @@ static inline int flash_dq_splits(int BNH, int T) {
     return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
 }
 
-// the floats of dq_acc: (nsplits, B*NH, T padded to whole query steps, HSP); nsplits 0: enough for every batch
-// size up to B with flash_dq_splits (fewer rows may take more splits; a shorter T no more)
-static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int nsplits) {
+// the floats of dq_acc (splits, B*NH, T padded to whole query steps, HSP): enough for flash_dq_splits at every batch
+// size up to B (fewer rows may take more splits; a shorter T no more) and for forced_splits at B (0: none)
+static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int forced_splits) {
     const FaConfig* k = flash_config(HS);
-    size_t slices = (size_t)nsplits * B;  // batch size times splits: the most of it where nsplits is 0
-    for (int b = 1; nsplits == 0 && b <= B; b++) { slices = std::max(slices, (size_t)b * flash_dq_splits(b * NH, T)); }
+    size_t slices = (size_t)forced_splits * B;  // batch size times splits, the most of it
+    for (int b = 1; b <= B; b++) { slices = std::max(slices, (size_t)b * flash_dq_splits(b * NH, T)); }
     return k ? slices * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
 

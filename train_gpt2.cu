@@ -22,15 +22,8 @@ beside its forward, with the chapters siamese.cuh (LayerNorms), matmul_lt.cuh (c
 attention); Part 2 the model; Part 3 the training loop shared with train_gpt2.c (common/train_loop.h; train_gpt2.c's
 Part 3 walks through one step). Backward functions ACCUMULATE (+=) into parameter gradients, zeroed once per step.
 */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include "common/utils.h"
+#include "common/utils.h"  // fatal, malloc_check and the C headers (stdio, stdlib, string, stdint)
 #include "cuda_common.cuh"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
 #include "common/args.h"
@@ -364,15 +357,10 @@ static void classifier(floatX* logits, float* losses, const int* targets, int BT
 // optimizer kernels
 
 // partial sums of squares of the fp32 gradients, one per block, added by the host in order (in double). The grid
-// (norm_blocks: each thread NORM_PER_THREAD elements or more) depends on n alone, and so does every order of addition.
+// (gpt2_grad_sumsq: each thread NORM_PER_THREAD elements or more) depends on n alone, and so does each sum's order.
 #define NORM_THREADS 512
 #define NORM_MAX_BLOCKS 1024  // what GPT-2 sizes get: ~2 waves on an H100
 #define NORM_PER_THREAD 16
-
-static int norm_blocks(size_t n) {
-    size_t blocks = (n + NORM_THREADS * NORM_PER_THREAD - 1) / (NORM_THREADS * NORM_PER_THREAD);
-    return blocks < 1 ? 1 : (blocks > NORM_MAX_BLOCKS ? NORM_MAX_BLOCKS : (int)blocks);
-}
 
 __global__ void sumsq_kernel(float* partials, const float* g, size_t n) {
     __shared__ float posts[NORM_THREADS / 32];
@@ -496,10 +484,8 @@ static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_
 typedef struct GPT2 {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];  // floats in each parameter tensor (common/params.h)
-    size_t num_parameters;
-    size_t padded_parameters;   // num_parameters and zeros up to a multiple of the ranks (common/dist.h)
-    float* host_params;         // host fp32: checkpoint load and save
-    float* host_moments;        // host copy of AdamW's m, then v, for checkpoints (allocated on first use)
+    size_t num_parameters, padded_parameters;  // padded: zeros up to a multiple of the ranks (common/dist.h)
+    float *host_params, *host_moments;  // host fp32 for checkpoints: the weights, AdamW's m then v (on first use)
     floatX* host_row_x;         // one logits row as the GPU holds it, and in fp32 (allocated on first use)
     float* host_row;
     float* params_memory;       // device fp32 master weights, of parameters [opt_lo, opt_hi)
@@ -513,9 +499,8 @@ typedef struct GPT2 {
     GradScratch scratch;
     char* buffers_memory;       // device: every activation tensor, then every scratch tensor
     size_t acts_bytes, scratch_bytes;
-    int batch_size, seq_len;    // the (B, T) the buffers were allocated for
+    int batch_size, seq_len, cur_B, cur_T;  // the (B, T) the buffers were allocated for, and the last forward pass's
     int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
-    int cur_B, cur_T;           // the (B, T) of the last forward pass
     int *tokens, *d_tokens;     // pinned host (2, B, T) and device: the last forward pass's inputs, then targets
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
     float* host_losses;         // pinned (B, T)
@@ -854,7 +839,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
 
 // the sum of squares of gradients [lo, hi); the host waits for it (the loop clips by it, checks it finite)
 static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
-    int blocks = norm_blocks(hi - lo);
+    int blocks = std::min(std::max(ceil_div((long)(hi - lo), NORM_THREADS * NORM_PER_THREAD), 1), NORM_MAX_BLOCKS);
     sumsq_kernel<<<blocks, NORM_THREADS>>>(m->d_norm_partials, m->grads_memory + lo, hi - lo);
     cudaCheckLaunch();
     cudaCheck(cudaMemcpy(m->host_norm_partials, m->d_norm_partials, blocks * sizeof(float), cudaMemcpyDeviceToHost));
@@ -928,9 +913,8 @@ static void gpu_load_moments(GPT2* m, const float* mm, const float* vv) {
 }
 
 int main(int argc, char** argv) {
-    // What needs no GPU comes first (flags, data, the host model, the flags checked against it), so
-    // its errors read the same on a machine without one (tests/test_train_cu_cli.sh); the loop locks
-    // the output folder and reads a resume's state once the GPU is ready: a failed start leaves nothing.
+    // What needs no GPU comes first (flags, data, the host model, checked against the flags): its errors read the
+    // same without one (tests/test_train_cu_cli.sh); the loop locks the output folder only once the GPU is ready.
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;
@@ -941,7 +925,7 @@ int main(int argc, char** argv) {
     }
     train_run_attach_model(&run, &model.config, model.num_parameters, "");
     char why[200];  // attention's head sizes (attention.cuh), refused before the GPU is looked for
-    if (!flash_head_size_supported(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
+    if (!flash_config(model.config.channels / model.config.num_heads, why, sizeof(why))) { fatal("%s", why); }
 
     char device[512];
     cuda_select_device(run.dist.local_rank, device, sizeof(device));
