@@ -119,19 +119,18 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
 
 // ----------------------------------------------------------------------------
 // LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
-// the statistics in two passes (mean, then the variance around it). The forward saves mean and
-// rstd; the backward recomputes xhat = (x - mean) * rstd from x.
+// the statistics in two passes (mean, then the variance around it). The forward saves them, one LnStats
+// per row (one 8-byte store); the backward recomputes xhat = (x - mean) * rstd from x.
 
-struct LnStats {
+struct alignas(8) LnStats {
     float mean, rstd;
 };
 
 // mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
-// saves them at mean[row], rstd[row]. SAVED: read from there (-r 2's recompute rebuilds bit for bit).
+// saves them at saved[row]. SAVED: read from there (-r 2's recompute rebuilds bit for bit).
 template <int W, bool SAVED>
-__device__ __forceinline__ LnStats ln_row_stats(const HeldRow<floatX, W>& h, float* mean_out, float* rstd_out, int row,
-                                                int C, int lane) {
-    if (SAVED) { return LnStats{mean_out[row], rstd_out[row]}; }
+__device__ __forceinline__ LnStats ln_row_stats(const HeldRow<floatX, W>& h, LnStats* saved, int row, int C, int lane) {
+    if (SAVED) { return saved[row]; }
     float sum = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> v = h.get(k, i);
@@ -144,7 +143,7 @@ __device__ __forceinline__ LnStats ln_row_stats(const HeldRow<floatX, W>& h, flo
         for (int e = 0; e < W; e++) { float d = (float)v.v[e] - mean; sq += d * d; }
     });
     float rstd = rsqrtf(warp_sum(sq) / C + 1e-5f);
-    if (lane == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }
+    if (lane == 0) { saved[row] = LnStats{mean, rstd}; }
     return LnStats{mean, rstd};
 }
 
@@ -163,20 +162,20 @@ __device__ __forceinline__ void ln_row_out(floatX* out, const HeldRow<floatX, W>
 
 // the row read once (held), out written once; SAVED: see ln_row_stats
 template <int W, bool SAVED = false>
-__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                         const floatX* b, int N, int C) {
+__global__ void layernorm_forward_kernel(floatX* out, LnStats* st, const floatX* inp, const floatX* w, const floatX* b,
+                                         int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     HeldRow<floatX, W> x = held_load<floatX, W>(inp + (size_t)r * C, C, lane);
-    ln_row_out<W>(out + (size_t)r * C, x, ln_row_stats<W, SAVED>(x, mean, rstd, r, C, lane), w, b, C, lane);
+    ln_row_out<W>(out + (size_t)r * C, x, ln_row_stats<W, SAVED>(x, st, r, C, lane), w, b, C, lane);
 }
 
-static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* b,
-                              int N, int C, bool saved = false) {
+static void layernorm_forward(floatX* out, LnStats* st, const floatX* inp, const floatX* w, const floatX* b, int N,
+                              int C, bool saved = false) {
     int width = row_width(C, {out, inp, w, b});
     auto kernel = saved ? ROW_KERNEL(width, layernorm_forward_kernel, true)
                         : ROW_KERNEL(width, layernorm_forward_kernel);
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, st, inp, w, b, N, C);
     cudaCheckLaunch();
 }
 
@@ -189,7 +188,7 @@ struct LnBackMeans {
 
 template <int W>
 __device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
-                                                    const floatX* w, float mean, float rstd, int C, int lane) {
+                                                    const floatX* w, LnStats st, int C, int lane) {
     float m1 = 0.0f, m2 = 0.0f;
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<float, W> dv = dout.get(k, i);
@@ -197,14 +196,14 @@ __device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>
         for (int e = 0; e < W; e++) {
             float g = (float)wv.v[e] * dv.v[e];
             m1 += g;
-            m2 += g * ((float)xv.v[e] - mean) * rstd;
+            m2 += g * ((float)xv.v[e] - st.mean) * st.rstd;
         }
     });
     return LnBackMeans{warp_sum(m1) / C, warp_sum(m2) / C};
 }
 
-__device__ __forceinline__ float ln_backward_value(float dout, float x, float w, float mean, float rstd, LnBackMeans means) {
-    return (w * dout - means.g - (x - mean) * rstd * means.g_xhat) * rstd;
+__device__ __forceinline__ float ln_backward_value(float dout, float x, float w, LnStats st, LnBackMeans means) {
+    return (w * dout - means.g - (x - st.mean) * st.rstd * means.g_xhat) * st.rstd;
 }
 
 // ----------------------------------------------------------------------------
@@ -354,8 +353,8 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
 // it writes them). dinp_x, when given, receives a floatX copy (the next matmul's input).
 template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
-                                          const floatX* inp, const floatX* w, const float* mean, const float* rstd,
-                                          int N, int C, int block_rows, int accumulate) {
+                                          const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
+                                          int block_rows, int accumulate) {
     __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_backward_rounds<W, 2>(partials, N, C, block_rows,
@@ -363,7 +362,7 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
             size_t o = (size_t)row * C;
             HeldRow<float, W> dv = held_load<float, W>(dout + o, C, lane);
             HeldRow<floatX, W> xv = held_load<floatX, W>(inp + o, C, lane);
-            LnBackMeans means = ln_backward_means<W>(dv, xv, w, mean[row], rstd[row], C, lane);
+            LnBackMeans means = ln_backward_means<W>(dv, xv, w, st[row], C, lane);
             if (lane == 0) { row_means[slot] = means; }
         },
         [&](int base, int rows, int i, float (&g)[2][W]) {  // g: dw, db
@@ -371,12 +370,12 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
             for (int j = 0; j < rows; j++) {
                 int row = base + j;
                 size_t o = (size_t)row * C + i;
-                float mu = mean[row], rs = rstd[row];
+                LnStats s = st[row];
                 Pack<float, W> dv = load_pack<W>(dout + o), d;
                 Pack<floatX, W> xv = load_pack<W>(inp + o), dx;
                 for (int e = 0; e < W; e++) {
-                    d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], mu, rs, row_means[j]);
-                    g[0][e] += dv.v[e] * (((float)xv.v[e] - mu) * rs);
+                    d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], s, row_means[j]);
+                    g[0][e] += dv.v[e] * (((float)xv.v[e] - s.mean) * s.rstd);
                     g[1][e] += dv.v[e];
                 }
                 if (accumulate) {
@@ -393,11 +392,10 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
 }
 
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
-                               const floatX* w, const float* mean, const float* rstd, int N, int C, int accumulate) {
+                               const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_kernel);
     ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
-        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, mean, rstd, N, C, rows,
-                                                 accumulate);
+        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, rows, accumulate);
     });
 }
 
@@ -415,21 +413,21 @@ struct SiameseNormsT {
 typedef SiameseNormsT<floatX> SiameseNorms;
 typedef SiameseNormsT<float> SiameseNormGrads;
 
-// the saved statistics, (N) floats each
+// the saved statistics, (N) pairs each: of LN(x), LN(y) and the LN that makes the block input
 typedef struct {
-    float *x_mean, *x_rstd, *y_mean, *y_rstd, *mean, *rstd;
+    LnStats *x, *y, *ln;
 } SiameseStats;
 
 // The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its statistics are
-// those of the stored, rounded values, which the backward normalises again), u and the six statistics; a_out
+// those of the stored, rounded values, which the backward normalises again), u and the three LNs' statistics; a_out
 // NULL: no a (the final merge, the recompute). SAVED: r, u rebuilt bit for bit at either width (ln_row_stats).
 template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
                                   int C, int lane) {
     size_t o = (size_t)row * C;
-    LnStats x_st = ln_row_stats<W, SAVED>(x, st.x_mean, st.x_rstd, row, C, lane);
-    LnStats y_st = ln_row_stats<W, SAVED>(y, st.y_mean, st.y_rstd, row, C, lane);
+    LnStats x_st = ln_row_stats<W, SAVED>(x, st.x, row, C, lane);
+    LnStats y_st = ln_row_stats<W, SAVED>(y, st.y, row, C, lane);
     HeldRow<floatX, W> r = {{}, r_out + o};
     for_lane_vectors<W>(C, lane, [&](int k, int i) {
         Pack<floatX, W> xv = x.get(k, i), xw = load_pack<W>(p.xw + i), xb = load_pack<W>(p.xb + i);
@@ -444,7 +442,7 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
         store_pack<W>(r_out + o + i, rv);
         r.put(k, rv);
     });
-    ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.mean, st.rstd, row, C, lane), p.w, p.b, C, lane);
+    ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.ln, row, C, lane), p.w, p.b, C, lane);
 }
 
 // The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored
@@ -524,12 +522,10 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
     ln_backward_rounds<W, SIAMESE_SUMS>(partials, N, C, block_rows,
         [&](int row, int slot) {
             size_t o = (size_t)row * C;
-            float mu = st.mean[row], rs = st.rstd[row];
+            LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
             HeldRow<float, W> g = held_load<float, W>(du + o, C, lane);
             HeldRow<floatX, W> rh = held_load<floatX, W>(r + o, C, lane);
-            LnBackMeans ln_means = ln_backward_means<W>(g, rh, p.w, mu, rs, C, lane);
-            // dr = LN_back(du; r), da = dr + dx_next and the means of LN_back(dr; y), LN_back(da; x)
-            float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
+            LnBackMeans ln_means = ln_backward_means<W>(g, rh, p.w, ls, C, lane);
             float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
             for_lane_vectors<W>(C, lane, [&](int k, int i) {
                 Pack<float, W> duv = g.get(k, i), dxn = {};
@@ -538,13 +534,13 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
                 Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i);
                 if (streams_in) { dxn = load_pack<W>(dx + o + i); }
                 for (int e = 0; e < W; e++) {
-                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, ln_means);
+                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], ls, ln_means);
                     float da = dr + dxn.v[e];
                     float gy = (float)yw.v[e] * dr, gx = (float)xw.v[e] * da;
                     y1 += gy;
-                    y2 += gy * ((float)yv.v[e] - ymu) * yrs;
+                    y2 += gy * ((float)yv.v[e] - ys.mean) * ys.rstd;
                     x1 += gx;
-                    x2 += gx * ((float)xv.v[e] - xmu) * xrs;
+                    x2 += gx * ((float)xv.v[e] - xs.mean) * xs.rstd;
                 }
             });
             SiameseRowMeans means = {ln_means, LnBackMeans{warp_sum(y1) / C, warp_sum(y2) / C},
@@ -557,8 +553,7 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
                 int row = base + j;
                 size_t o = (size_t)row * C + i;
                 SiameseRowMeans means = row_means[j];
-                float mu = st.mean[row], rs = st.rstd[row];
-                float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
+                LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
                 Pack<float, W> duv = load_pack<W>(du + o), dxv = {}, dyv = {};
                 Pack<floatX, W> rv = load_pack<W>(r + o), xv = load_pack<W>(x + o), yv = load_pack<W>(y + o), dz;
                 if (streams_in) {
@@ -566,16 +561,16 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
                     dyv = load_pack<W>(dy + o);
                 }
                 for (int e = 0; e < W; e++) {
-                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, means.ln);
+                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], ls, means.ln);
                     float da = dr + dxv.v[e];
-                    g[0][e] += da * (((float)xv.v[e] - xmu) * xrs);  // lnx: da xhat, da
+                    g[0][e] += da * (((float)xv.v[e] - xs.mean) * xs.rstd);  // lnx: da xhat, da
                     g[1][e] += da;
-                    g[2][e] += dr * (((float)yv.v[e] - ymu) * yrs);  // lny: dr yhat, dr
+                    g[2][e] += dr * (((float)yv.v[e] - ys.mean) * ys.rstd);  // lny: dr yhat, dr
                     g[3][e] += dr;
-                    g[4][e] += duv.v[e] * (((float)rv.v[e] - mu) * rs);  // ln: du rhat, du
+                    g[4][e] += duv.v[e] * (((float)rv.v[e] - ls.mean) * ls.rstd);  // ln: du rhat, du
                     g[5][e] += duv.v[e];
-                    dyv.v[e] += ln_backward_value(dr, (float)yv.v[e], (float)yw.v[e], ymu, yrs, means.y);
-                    dxv.v[e] = ln_backward_value(da, (float)xv.v[e], (float)xw.v[e], xmu, xrs, means.x);
+                    dyv.v[e] += ln_backward_value(dr, (float)yv.v[e], (float)yw.v[e], ys, means.y);
+                    dxv.v[e] = ln_backward_value(da, (float)xv.v[e], (float)xw.v[e], xs, means.x);
                 }
                 store_pack<W>(dy + o, dyv);
                 store_pack<W>(dx + o, dxv);
@@ -587,8 +582,7 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
         });
 }
 
-// the kernel above, its sums added into the six parameter gradients g. dz_prev: NULL for the first
-// sublayer; streams_in: 0 at the final merge.
+// the kernel above, its sums added into the six parameter gradients g (dz_prev: NULL for the first sublayer)
 static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in, const float* du,
                                    SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x,
                                    const floatX* y, const floatX* r, int N, int C) {

@@ -429,12 +429,9 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
     X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
     X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
     X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
-    X(float, ln_mean, (2 * L + 1) * BT)         /* statistics of each sublayer's main LN (ln1 / ln2), then lnf's */ \
-    X(float, ln_rstd, (2 * L + 1) * BT) \
-    X(float, lnx_mean, S * (2 * L + 1) * BT)    /* siamese: statistics of LN(x) (lnx1 / lnx2, then lnfx) */ \
-    X(float, lnx_rstd, S * (2 * L + 1) * BT) \
-    X(float, lny_mean, S * (2 * L + 1) * BT)    /* siamese: statistics of LN(y) (lny1 / lny2, then lnfy) */ \
-    X(float, lny_rstd, S * (2 * L + 1) * BT) \
+    X(LnStats, ln_stats, (2 * L + 1) * BT)      /* main LN (ln1 / ln2, then lnf): train_gpt2.c's ln_mean, ln_rstd */ \
+    X(LnStats, lnx_stats, S * (2 * L + 1) * BT) /* siamese: statistics of LN(x) (lnx1 / lnx2, then lnfx) */ \
+    X(LnStats, lny_stats, S * (2 * L + 1) * BT) /* siamese: statistics of LN(y) (lny1 / lny2, then lnfy) */ \
     X(floatX, qkv, L * BT * 3 * C) \
     X(float, att_lse, L * B * NH * T)           /* each attention row's log-sum-exp, all its backward needs */ \
     X(floatX, atty, L * BT * C)                 /* attention output before its projection */ \
@@ -609,7 +606,7 @@ typedef struct {
     floatX *x, *y;          // the streams entering it (y: siamese)
     floatX *a, *r, *u, *z;  // a = LN(x), r, the block input u (post: x itself), the block output z
     floatX* gelu;           // the MLP's GELU output
-    SiameseStats st;        // its LayerNorms' statistics (mean, rstd: the main LN's, in every mode)
+    SiameseStats st;        // its LayerNorms' statistics (ln: the main LN's, in every mode)
 } Sublayer;
 
 static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
@@ -626,7 +623,7 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     sub.u = m->config.norm_mode == NORM_POST ? sub.x : t->blockin + ln_slot * N;
     sub.z = t->blockout + k * N;
     sub.gelu = t->fch_gelu + (m->recompute >= 1 ? 0 : sub.l) * 4 * N;
-    sub.st = {t->lnx_mean + K, t->lnx_rstd + K, t->lny_mean + K, t->lny_rstd + K, t->ln_mean + K, t->ln_rstd + K};
+    sub.st = {t->lnx_stats + K, t->lny_stats + K, t->ln_stats + K};
     return sub;
 }
 
@@ -685,21 +682,21 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
         floatX* x_next = sub.x + N;  // stream X after the sublayer (pre, post)
         switch (mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE:
-                layernorm_forward(sub.u, sub.st.mean, sub.st.rstd, sub.x, ln.w, ln.b, BT, C);   // u = LN(x)
+                layernorm_forward(sub.u, sub.st.ln, sub.x, ln.w, ln.b, BT, C);                  // u = LN(x)
                 block_forward(m, &sub, B, T);                                                   // z = F(u)
                 residual_forward(x_next, sub.x, sub.z, N);                                      // x = x + z
                 break;
             case NORM_POST:
                 block_forward(m, &sub, B, T);                                                   // z = F(x)
                 residual_forward(sub.r, sub.x, sub.z, N);                                       // r = x + z
-                layernorm_forward(x_next, sub.st.mean, sub.st.rstd, sub.r, ln.w, ln.b, BT, C);  // x = LN(r)
+                layernorm_forward(x_next, sub.st.ln, sub.r, ln.w, ln.b, BT, C);                 // x = LN(r)
                 break;
             case NORM_SIAMESE:
                 // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
                 // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
-                Sublayer prev = sublayer_at(m, k > 0 ? k - 1 : k, BT);
-                siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, false,
-                                      k > 0 ? prev.a : NULL, prev.y, prev.z, siamese_scale(prev.l));
+                Sublayer prev = k > 0 ? sublayer_at(m, k - 1, BT) : Sublayer{};  // k = 0: none, NULLs
+                siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, false, prev.a, prev.y,
+                                      prev.z, siamese_scale(prev.l));
                 block_forward(m, &sub, B, T);                                                   // z = F(u)
                 break;
         }
@@ -710,7 +707,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     switch (mode) {
         case NORM_PRE:
         case NORM_POST:
-            layernorm_forward(acts->lnf, fin.st.mean, fin.st.rstd, fin.x, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
+            layernorm_forward(acts->lnf, fin.st.ln, fin.x, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
@@ -788,8 +785,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     switch (mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
-            layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, fin.x, p->lnfw, fin.st.mean, fin.st.rstd, BT,
-                               C, 0);
+            layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, fin.x, p->lnfw, fin.st.ln, BT, C, 0);
             break;
         case NORM_SIAMESE:
             // the final merge (nothing flows into dx, dy: they start here), and dz of the last
@@ -805,21 +801,20 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         Sublayer sub = sublayer_at(m, k, BT);
         SiameseNorms ln = sublayer_norms(p, sub.l, sub.s, C);
         SiameseNormGrads dln = sublayer_norms(g, sub.l, sub.s, C);
-        float *mean = sub.st.mean, *rstd = sub.st.rstd;
         int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
         switch (mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
-                if (rebuild) { layernorm_forward(sub.u, mean, rstd, sub.x, ln.w, ln.b, BT, C, true); }
+                if (rebuild) { layernorm_forward(sub.u, sub.st.ln, sub.x, ln.w, ln.b, BT, C, true); }
                 cast_to_x(sc->dz, sc->dx, N);
                 block_backward(m, &sub, sc->du, 0.0f, B, T);
-                layernorm_backward(sc->dx, NULL, dln.w, dln.b, sc->du, sub.x, ln.w, mean, rstd, BT, C, 1);
+                layernorm_backward(sc->dx, NULL, dln.w, dln.b, sc->du, sub.x, ln.w, sub.st.ln, BT, C, 1);
                 break;
             case NORM_POST:
                 // x_next = LN(x + F(x)): dr = LN_back(dx_next) (in place in dx, floatX copy in dz);
                 // dz = dr; dx = dr + F_back(dr) (the block's input gradient accumulates into dx)
                 if (rebuild) { residual_forward(sub.r, sub.x, sub.z, N); }
-                layernorm_backward(sc->dx, sc->dz, dln.w, dln.b, sc->dx, sub.r, ln.w, mean, rstd, BT, C, 0);
+                layernorm_backward(sc->dx, sc->dz, dln.w, dln.b, sc->dx, sub.r, ln.w, sub.st.ln, BT, C, 0);
                 block_backward(m, &sub, sc->dx, 1.0f, B, T);
                 break;
             case NORM_SIAMESE:

@@ -53,7 +53,7 @@ __device__ __forceinline__ float2 ln_row_stats_v1(const floatX* x, int C, int la
 }
 
 template <int W>
-__global__ void layernorm_forward_v1_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
+__global__ void layernorm_forward_v1_kernel(floatX* out, LnStats* stats, const floatX* inp, const floatX* w,
                                             const floatX* b, int N, int C) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
@@ -65,13 +65,13 @@ __global__ void layernorm_forward_v1_kernel(floatX* out, float* mean, float* rst
         for (int e = 0; e < W; e++) { ov.v[e] = (floatX)(((float)xv.v[e] - st.x) * st.y * (float)wv.v[e] + (float)bv.v[e]); }
         store_pack<W>(o + i, ov);
     }
-    if (lane == 0) { mean[r] = st.x; rstd[r] = st.y; }
+    if (lane == 0) { stats[r] = LnStats{st.x, st.y}; }
 }
 
-static void layernorm_forward_v1(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                 const floatX* b, int N, int C) {
+static void layernorm_forward_v1(floatX* out, LnStats* stats, const floatX* inp, const floatX* w, const floatX* b,
+                                 int N, int C) {
     auto kernel = ROW_KERNEL(row_width(C, {out, inp, w, b}), layernorm_forward_v1_kernel);
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, mean, rstd, inp, w, b, N, C);
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(out, stats, inp, w, b, N, C);
     cudaCheckLaunch();
 }
 
@@ -112,12 +112,9 @@ __device__ void siamese_input_row_v1(floatX* a_out, floatX* r_out, floatX* u_out
         store_pack<W>(u + i, uv);
     }
     if (lane == 0) {
-        st.x_mean[row] = sx.x;
-        st.x_rstd[row] = sx.y;
-        st.y_mean[row] = sy.x;
-        st.y_rstd[row] = sy.y;
-        st.mean[row] = mean;
-        st.rstd[row] = rstd;
+        st.x[row] = LnStats{sx.x, sx.y};
+        st.y[row] = LnStats{sy.x, sy.y};
+        st.ln[row] = LnStats{mean, rstd};
     }
 }
 
@@ -173,8 +170,7 @@ typedef struct {
     float* db;
     const float* dout;  // (N, C)
     const floatX* inp;  // (N, C), NULL for a bias-only job
-    const float* mean;  // (N)
-    const float* rstd;  // (N)
+    const LnStats* st;  // (N)
 } LnColumnJob;
 typedef struct {
     LnColumnJob job[3];
@@ -200,7 +196,7 @@ __device__ int ln_column_tile_sums_v1(const LnColumnJob& j, int C, int r_begin, 
         for (int r = r_begin + threadIdx.y; r < r_end; r += COLUMN_TILE) {
             float d = j.dout[(size_t)r * C + c];
             sb += d;
-            if (j.inp) { sw += d * ((float)j.inp[(size_t)r * C + c] - j.mean[r]) * j.rstd[r]; }
+            if (j.inp) { sw += d * ((float)j.inp[(size_t)r * C + c] - j.st[r].mean) * j.st[r].rstd; }
         }
     }
     __shared__ float part_w[COLUMN_TILE][COLUMN_TILE + 1], part_b[COLUMN_TILE][COLUMN_TILE + 1];
@@ -270,17 +266,16 @@ __device__ __forceinline__ LnBackMeans ln_backward_means_v1(const float* dout, c
 // dinp = (accumulate 0) or += (accumulate 1) dL/dinp; dinp may be dout; dinp_x a floatX copy when given
 template <int W>
 __global__ void layernorm_backward_v1_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
-                                             const floatX* w, const float* mean, const float* rstd, int N, int C,
-                                             int accumulate) {
+                                             const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     int r = warp_row(), lane = threadIdx.x % 32;
     if (r >= N) { return; }
     size_t o = (size_t)r * C;
-    float mu = mean[r], rs = rstd[r];
-    LnBackMeans means = ln_backward_means_v1<W>(dout + o, inp + o, w, mu, rs, C, lane);
+    LnStats s = st[r];
+    LnBackMeans means = ln_backward_means_v1<W>(dout + o, inp + o, w, s.mean, s.rstd, C, lane);
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> dv = load_pack<W>(dout + o + i), d;
         Pack<floatX, W> xv = load_pack<W>(inp + o + i), wv = load_pack<W>(w + i), dx;
-        for (int e = 0; e < W; e++) { d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], mu, rs, means); }
+        for (int e = 0; e < W; e++) { d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], s, means); }
         if (accumulate) {
             Pack<float, W> prev = load_pack<W>(dinp + o + i);
             for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
@@ -294,13 +289,12 @@ __global__ void layernorm_backward_v1_kernel(float* dinp, floatX* dinp_x, const 
 }
 
 static void layernorm_backward_v1(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout,
-                                  const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N, int C,
-                                  int accumulate) {
+                                  const floatX* inp, const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     LnColumnJobs jobs = {};
-    jobs.job[0] = LnColumnJob{dw, db, dout, inp, mean, rstd};
+    jobs.job[0] = LnColumnJob{dw, db, dout, inp, st};
     ln_column_grads_v1(jobs, 1, N, C);  // first: the row kernel may overwrite dout in place
     auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_v1_kernel);
-    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, mean, rstd, N, C, accumulate);
+    kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dinp, dinp_x, dout, inp, w, st, N, C, accumulate);
     cudaCheckLaunch();
 }
 
@@ -314,16 +308,16 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
     if (row >= N) { return; }
     size_t o = (size_t)row * C;
     // dr = LN_back(du; r, ln)
-    float mu = st.mean[row], rs = st.rstd[row];
-    LnBackMeans means = ln_backward_means_v1<W>(du + o, r + o, p.w, mu, rs, C, lane);
+    LnStats ls = st.ln[row];
+    LnBackMeans means = ln_backward_means_v1<W>(du + o, r + o, p.w, ls.mean, ls.rstd, C, lane);
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> duv = load_pack<W>(du + o + i), dr;
         Pack<floatX, W> rv = load_pack<W>(r + o + i), wv = load_pack<W>(p.w + i);
-        for (int e = 0; e < W; e++) { dr.v[e] = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], mu, rs, means); }
+        for (int e = 0; e < W; e++) { dr.v[e] = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], ls, means); }
         store_pack<W>(dr_buf + o + i, dr);
     }
     // da = dr + dx_next, and the two reductions of LN_back(dr; y) and LN_back(da; x) in one pass
-    float ymu = st.y_mean[row], yrs = st.y_rstd[row], xmu = st.x_mean[row], xrs = st.x_rstd[row];
+    LnStats ys = st.y[row], xs = st.x[row];
     float y1 = 0.0f, y2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
     for (int i = lane * W; i < C; i += 32 * W) {
         Pack<float, W> dr = load_pack<W>(dr_buf + o + i), dxn = load_pack<W>(dx + o + i), da;  // dr: this lane's own write
@@ -333,9 +327,9 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
             da.v[e] = dr.v[e] + dxn.v[e];
             float gy = (float)yw.v[e] * dr.v[e], gx = (float)xw.v[e] * da.v[e];
             y1 += gy;
-            y2 += gy * ((float)yv.v[e] - ymu) * yrs;
+            y2 += gy * ((float)yv.v[e] - ys.mean) * ys.rstd;
             x1 += gx;
-            x2 += gx * ((float)xv.v[e] - xmu) * xrs;
+            x2 += gx * ((float)xv.v[e] - xs.mean) * xs.rstd;
         }
         store_pack<W>(da_buf + o + i, da);
     }
@@ -347,8 +341,8 @@ __global__ void siamese_input_backward_v1_kernel(float* dx, float* dy, float* dr
         Pack<floatX, W> xv = load_pack<W>(x + o + i), xw = load_pack<W>(p.xw + i);
         Pack<floatX, W> yv = load_pack<W>(y + o + i), yw = load_pack<W>(p.yw + i), dz;
         for (int e = 0; e < W; e++) {
-            dyv.v[e] += ln_backward_value(dr.v[e], (float)yv.v[e], (float)yw.v[e], ymu, yrs, ymeans);
-            dxv.v[e] = ln_backward_value(da.v[e], (float)xv.v[e], (float)xw.v[e], xmu, xrs, xmeans);
+            dyv.v[e] += ln_backward_value(dr.v[e], (float)yv.v[e], (float)yw.v[e], ys, ymeans);
+            dxv.v[e] = ln_backward_value(da.v[e], (float)xv.v[e], (float)xw.v[e], xs, xmeans);
         }
         store_pack<W>(dy + o + i, dyv);
         store_pack<W>(dx + o + i, dxv);
@@ -368,9 +362,9 @@ static void siamese_input_backward_v1(float* dx, float* dy, float* dr_buf, float
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(dx, dy, dr_buf, da_buf, dz_prev, c_prev, du, p, st, x, y, r, N, C);
     cudaCheckLaunch();
     LnColumnJobs jobs = {};
-    jobs.job[0] = LnColumnJob{g.w, g.b, du, r, st.mean, st.rstd};
-    jobs.job[1] = LnColumnJob{g.yw, g.yb, dr_buf, y, st.y_mean, st.y_rstd};
-    jobs.job[2] = LnColumnJob{g.xw, g.xb, da_buf, x, st.x_mean, st.x_rstd};
+    jobs.job[0] = LnColumnJob{g.w, g.b, du, r, st.ln};
+    jobs.job[1] = LnColumnJob{g.yw, g.yb, dr_buf, y, st.y};
+    jobs.job[2] = LnColumnJob{g.xw, g.xb, da_buf, x, st.x};
     ln_column_grads_v1(jobs, 3, N, C);
 }
 

@@ -61,36 +61,33 @@ a GPU yet, so no timing.
 #define CH 768             // C (C=)
 #define LN_EPS 1e-5f
 
-// parameters (bf16) and their gradients (fp32): (6, C) arrays in this order; statistics (6, N)
+// parameters (bf16) and their gradients (fp32): (6, C) arrays in this order; statistics: (3, N) (mean, rstd) pairs
 enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
-enum { S_XMEAN, S_XRSTD, S_YMEAN, S_YRSTD, S_MEAN, S_RSTD, NUM_S };
+enum { S_X, S_Y, S_LN, NUM_S };
 
 // ----------------------------------------------------------------------------
 // CPU reference
 
-static void row_stats_ref(float* mean_out, float* rstd_out, const float* x, int C) {
+static void row_stats_ref(LnStats* st_out, const float* x, int C) {
     float sum = 0.0f, sq = 0.0f;
     for (int i = 0; i < C; i++) { sum += x[i]; }
     float mean = sum / C;
     for (int i = 0; i < C; i++) { sq += (x[i] - mean) * (x[i] - mean); }
-    *mean_out = mean;
-    *rstd_out = 1.0f / sqrtf(sq / C + LN_EPS);
+    *st_out = LnStats{mean, 1.0f / sqrtf(sq / C + LN_EPS)};
 }
 
 static void input_backward_ref(float* dx, float* dy, double* g, const float* du, const float* x, const float* y,
-                               const float* s, const float* p, const float* st, int N, int C) {
+                               const float* s, const float* p, const LnStats* st, int N, int C) {
     float* ds = (float*)host_alloc(C * sizeof(float));
     float* da = (float*)host_alloc(C * sizeof(float));
     for (int r = 0; r < N; r++) {
         size_t o = (size_t)r * C;
         for (int i = 0; i < C; i++) { ds[i] = 0.0f; }
-        ln_backward_ref(ds, g + P_W * C, g + P_B * C, du + o, s + o, p + P_W * C, st[S_MEAN * N + r],
-                        st[S_RSTD * N + r], C);
+        LnStats ls = st[S_LN * N + r], ys = st[S_Y * N + r], xs = st[S_X * N + r];
+        ln_backward_ref(ds, g + P_W * C, g + P_B * C, du + o, s + o, p + P_W * C, ls.mean, ls.rstd, C);
         for (int i = 0; i < C; i++) { da[i] = ds[i] + dx[o + i]; dx[o + i] = 0.0f; }
-        ln_backward_ref(dy + o, g + P_YW * C, g + P_YB * C, ds, y + o, p + P_YW * C, st[S_YMEAN * N + r],
-                        st[S_YRSTD * N + r], C);
-        ln_backward_ref(dx + o, g + P_XW * C, g + P_XB * C, da, x + o, p + P_XW * C, st[S_XMEAN * N + r],
-                        st[S_XRSTD * N + r], C);
+        ln_backward_ref(dy + o, g + P_YW * C, g + P_YB * C, ds, y + o, p + P_YW * C, ys.mean, ys.rstd, C);
+        ln_backward_ref(dx + o, g + P_XW * C, g + P_XB * C, da, x + o, p + P_XW * C, xs.mean, xs.rstd, C);
     }
     free(ds);
     free(da);
@@ -145,7 +142,8 @@ static int check_reference(void) {
     const int N = 3, C = 48;  // fd_loss holds a row on the stack: C <= 64
     size_t n = (size_t)N * C;
     uint64_t seed = 99;
-    float x[N * C], y[N * C], s[N * C], du[N * C], dxn[N * C], dyn[N * C], p[NUM_P * C], st[NUM_S * N];
+    float x[N * C], y[N * C], s[N * C], du[N * C], dxn[N * C], dyn[N * C], p[NUM_P * C];
+    LnStats st[NUM_S * N];
     fill_uniform(x, n, -2.0f, 3.0f, &seed);
     fill_uniform(y, n, -5.0f, 4.0f, &seed);
     fill_uniform(du, n, -1.0f, 1.0f, &seed);
@@ -158,9 +156,9 @@ static int check_reference(void) {
         layernorm_d(a, x + o, p + P_XW * C, p + P_XB * C, C);
         layernorm_d(ly, y + o, p + P_YW * C, p + P_YB * C, C);
         for (int i = 0; i < C; i++) { s[o + i] = (float)(a[i] + ly[i]); }
-        row_stats_ref(st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, C);
-        row_stats_ref(st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, C);
-        row_stats_ref(st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, C);
+        row_stats_ref(st + S_X * N + r, x + o, C);
+        row_stats_ref(st + S_Y * N + r, y + o, C);
+        row_stats_ref(st + S_LN * N + r, s + o, C);
     }
     float dx[N * C], dy[N * C], g[NUM_P * C], num[NUM_P * C];
     double gd[NUM_P * C] = {0};
@@ -248,7 +246,7 @@ __device__ __forceinline__ void ln_back_regs(float (*g)[8], const float (*v)[8],
 template <int VPL>
 __global__ void __launch_bounds__(BW_WARPS * 32)
     input_backward_v2(float* dx, float* dy, float* partials, const float* du, const bf16* x, const bf16* y,
-                      const bf16* s, const bf16* p, const float* st, int N, int C) {
+                      const bf16* s, const bf16* p, const LnStats* st, int N, int C) {
     const int V = C / 8;
     extern __shared__ float acc[];  // (BW_WARPS, NUM_P, 8, V): each warp's column sums
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -271,16 +269,14 @@ __global__ void __launch_bounds__(BW_WARPS * 32)
             unpack8(xv[k], ((const int4*)x)[o4 + j]);
         }
         // g: du -> ds; h: dx_next -> da = ds + dx_next -> dx
-        ln_back_regs<VPL>(g, sv, p + P_W * C, st[S_MEAN * N + r], st[S_RSTD * N + r], my + P_W * C, my + P_B * C, C,
-                          lane);
+        LnStats ls = st[S_LN * N + r], ys = st[S_Y * N + r], xs = st[S_X * N + r];
+        ln_back_regs<VPL>(g, sv, p + P_W * C, ls.mean, ls.rstd, my + P_W * C, my + P_B * C, C, lane);
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             for (int e = 0; e < 8; e++) { h[k][e] += g[k][e]; }
         }
-        ln_back_regs<VPL>(g, yv, p + P_YW * C, st[S_YMEAN * N + r], st[S_YRSTD * N + r], my + P_YW * C,
-                          my + P_YB * C, C, lane);
-        ln_back_regs<VPL>(h, xv, p + P_XW * C, st[S_XMEAN * N + r], st[S_XRSTD * N + r], my + P_XW * C,
-                          my + P_XB * C, C, lane);
+        ln_back_regs<VPL>(g, yv, p + P_YW * C, ys.mean, ys.rstd, my + P_YW * C, my + P_YB * C, C, lane);
+        ln_back_regs<VPL>(h, xv, p + P_XW * C, xs.mean, xs.rstd, my + P_XW * C, my + P_XB * C, C, lane);
 #pragma unroll
         for (int k = 0; k < VPL; k++) {
             int j = lane + 32 * k;
@@ -325,7 +321,8 @@ __global__ void reduce_partials_v2(float* grads, const float* partials, int nblo
 // ----------------------------------------------------------------------------
 
 typedef struct {
-    float *dx, *dy, *du, *dx0, *dy0, *grads, *grads0, *st;
+    float *dx, *dy, *du, *dx0, *dy0, *grads, *grads0;
+    LnStats* st;
     bf16 *x, *y, *s, *p, *dz;
     float *ds_buf, *da_buf, *partials;  // scratch: versions 1 and 3, version 2
 } Buffers;
@@ -333,7 +330,7 @@ typedef struct {
 static int v2_blocks(int N) { return ceil_div(N, BW_WARPS * ROWS_PER_WARP); }
 static size_t v2_smem(int C) { return (size_t)BW_WARPS * NUM_P * C * sizeof(float); }
 typedef void (*BackwardV2)(float*, float*, float*, const float*, const bf16*, const bf16*, const bf16*, const bf16*,
-                           const float*, int, int);
+                           const LnStats*, int, int);
 static const BackwardV2 backward_v2[VPL_MAX] = {input_backward_v2<1>, input_backward_v2<2>, input_backward_v2<3>,
                                                 input_backward_v2<4>};
 
@@ -349,9 +346,7 @@ static SiameseNorms norm_views(const Buffers* b, int C) {
     return q;
 }
 static SiameseStats stat_views(const Buffers* b, int N) {
-    float* st = b->st;
-    SiameseStats q = {st + S_XMEAN * N, st + S_XRSTD * N, st + S_YMEAN * N, st + S_YRSTD * N, st + S_MEAN * N,
-                      st + S_RSTD * N};
+    SiameseStats q = {b->st + S_X * N, b->st + S_Y * N, b->st + S_LN * N};
     return q;
 }
 
@@ -412,7 +407,7 @@ int main(int argc, char** argv) {
     float *dx = (float*)host_alloc(n * sizeof(float)), *dy = (float*)host_alloc(n * sizeof(float));
     float* p = (float*)host_alloc(NUM_P * C * sizeof(float));
     float* g0 = (float*)host_alloc(NUM_P * C * sizeof(float));
-    float* st = (float*)host_alloc(NUM_S * N * sizeof(float));
+    LnStats* st = (LnStats*)host_alloc(NUM_S * N * sizeof(LnStats));
     fill_uniform(x, n, -2.0f, 3.0f, &seed);
     fill_uniform(y, n, -5.0f, 4.0f, &seed);
     fill_uniform(s, n, -3.0f, 3.0f, &seed);
@@ -428,11 +423,11 @@ int main(int argc, char** argv) {
     b.p = to_device_bf16(p, NUM_P * C);
     for (int r = 0; r < N; r++) {
         size_t o = (size_t)r * C;
-        row_stats_ref(st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, C);
-        row_stats_ref(st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, C);
-        row_stats_ref(st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, C);
+        row_stats_ref(st + S_X * N + r, x + o, C);
+        row_stats_ref(st + S_Y * N + r, y + o, C);
+        row_stats_ref(st + S_LN * N + r, s + o, C);
     }
-    b.st = to_device_f32(st, NUM_S * N);
+    b.st = (LnStats*)to_device_f32((const float*)st, 2 * NUM_S * N);
     b.du = to_device_f32(du, n);
     b.dx0 = to_device_f32(dx, n);
     b.dy0 = to_device_f32(dy, n);
@@ -489,7 +484,7 @@ int main(int argc, char** argv) {
             check_close("dz_prev", rdz, got, n, 1e-4f, 8e-3f);
         }
     };
-    double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(float);
+    double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(LnStats);
     for (int v = 1; v <= 4; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);

@@ -51,14 +51,13 @@ a GPU yet, so no timing.
 
 // the parameters, one (6, C) array: xw, xb (LN of X), yw, yb (LN of Y), w, b (the block-input LN)
 enum { P_XW, P_XB, P_YW, P_YB, P_W, P_B, NUM_P };
-// the statistics, one (6, N) array
-enum { S_XMEAN, S_XRSTD, S_YMEAN, S_YRSTD, S_MEAN, S_RSTD, NUM_S };
+// the statistics, one (3, N) array of LnStats pairs, as the trainer saves them: of LN(x), LN(y), the block-input LN
+enum { S_X, S_Y, S_LN, NUM_S };
 
 // ----------------------------------------------------------------------------
 // CPU reference
 
-static void layernorm_ref(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
-                          const float* b, int C) {
+static void layernorm_ref(float* out, LnStats* st_out, const float* x, const float* w, const float* b, int C) {
     float sum = 0.0f;
     for (int i = 0; i < C; i++) { sum += x[i]; }
     float mean = sum / C;
@@ -66,11 +65,10 @@ static void layernorm_ref(float* out, float* mean_out, float* rstd_out, const fl
     for (int i = 0; i < C; i++) { sq += (x[i] - mean) * (x[i] - mean); }
     float rstd = 1.0f / sqrtf(sq / C + LN_EPS);
     for (int i = 0; i < C; i++) { out[i] = (x[i] - mean) * rstd * w[i] + b[i]; }
-    *mean_out = mean;
-    *rstd_out = rstd;
+    *st_out = LnStats{mean, rstd};
 }
 
-static void boundary_ref(float* x, float* y, float* a, float* s, float* u, float* st, const float* a_prev,
+static void boundary_ref(float* x, float* y, float* a, float* s, float* u, LnStats* st, const float* a_prev,
                          const float* y_prev, const float* z, float c, const float* p, int N, int C) {
     float* ly = (float*)host_alloc(C * sizeof(float));
     for (int r = 0; r < N; r++) {
@@ -79,10 +77,10 @@ static void boundary_ref(float* x, float* y, float* a, float* s, float* u, float
             x[o + i] = bf16_round(a_prev[o + i] + z[o + i] / c);  // stored as bf16
             y[o + i] = bf16_round(y_prev[o + i] + z[o + i]);
         }
-        layernorm_ref(a + o, st + S_XMEAN * N + r, st + S_XRSTD * N + r, x + o, p + P_XW * C, p + P_XB * C, C);
-        layernorm_ref(ly, st + S_YMEAN * N + r, st + S_YRSTD * N + r, y + o, p + P_YW * C, p + P_YB * C, C);
+        layernorm_ref(a + o, st + S_X * N + r, x + o, p + P_XW * C, p + P_XB * C, C);
+        layernorm_ref(ly, st + S_Y * N + r, y + o, p + P_YW * C, p + P_YB * C, C);
         for (int i = 0; i < C; i++) { s[o + i] = bf16_round(a[o + i] + ly[i]); }  // stored as bf16
-        layernorm_ref(u + o, st + S_MEAN * N + r, st + S_RSTD * N + r, s + o, p + P_W * C, p + P_B * C, C);
+        layernorm_ref(u + o, st + S_LN * N + r, s + o, p + P_W * C, p + P_B * C, C);
     }
     free(ly);
 }
@@ -104,7 +102,8 @@ static int check_reference(void) {
     const float c = 2.0f;
     size_t n = (size_t)N * C;
     uint64_t seed = 3;
-    float a_prev[N * C], y_prev[N * C], z[N * C], p[NUM_P * C], st[NUM_S * N];
+    float a_prev[N * C], y_prev[N * C], z[N * C], p[NUM_P * C];
+    LnStats st[NUM_S * N];
     float x[N * C], y[N * C], a[N * C], s[N * C], u[N * C], ly[N * C];
     fill_uniform(a_prev, n, -2.0f, 2.5f, &seed);
     fill_uniform(y_prev, n, -4.0f, 5.0f, &seed);
@@ -180,7 +179,7 @@ __device__ __forceinline__ float2 row_stats_regs(const float (*v)[8], int C, int
 // the input side of one row whose x and y are in registers (xv, yv: overwritten)
 template <int VPL>
 __device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], int4* a4, int4* s4, int4* u4,
-                                                float* st, const bf16* p, int N, int C, int r, int lane) {
+                                                LnStats* st, const bf16* p, int N, int C, int r, int lane) {
     const int V = C / 8;
     const int4* p4 = (const int4*)p;  // the parameters as vectors: P_k * C / 8 + j
     float2 sx = row_stats_regs<VPL>(xv, C, lane);
@@ -215,18 +214,15 @@ __device__ __forceinline__ void input_side_regs(float (*xv)[8], float (*yv)[8], 
         u4[j] = pack8(u);
     }
     if (lane == 0) {
-        st[S_XMEAN * N + r] = sx.x;
-        st[S_XRSTD * N + r] = sx.y;
-        st[S_YMEAN * N + r] = sy.x;
-        st[S_YRSTD * N + r] = sy.y;
-        st[S_MEAN * N + r] = ss.x;
-        st[S_RSTD * N + r] = ss.y;
+        st[S_X * N + r] = LnStats{sx.x, sx.y};
+        st[S_Y * N + r] = LnStats{sy.x, sy.y};
+        st[S_LN * N + r] = LnStats{ss.x, ss.y};
     }
 }
 
 template <int VPL>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
-    input_forward_v2(bf16* a_out, bf16* s_out, bf16* u_out, float* st, const bf16* x, const bf16* y, const bf16* p,
+    input_forward_v2(bf16* a_out, bf16* s_out, bf16* u_out, LnStats* st, const bf16* x, const bf16* y, const bf16* p,
                      int N, int C) {
     const int V = C / 8;
     int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -247,7 +243,7 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
 
 template <int VPL>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
-    boundary_forward_v3(bf16* x_out, bf16* y_out, bf16* a_out, bf16* s_out, bf16* u_out, float* st,
+    boundary_forward_v3(bf16* x_out, bf16* y_out, bf16* a_out, bf16* s_out, bf16* u_out, LnStats* st,
                         const bf16* a_prev, const bf16* y_prev, const bf16* z, float c, const bf16* p, int N, int C) {
     const int V = C / 8;
     int r = blockIdx.x * ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -278,7 +274,7 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
 typedef struct {
     bf16 *a_prev, *y_prev, *z, *p;       // inputs
     bf16 *x, *y, *a, *s, *u;             // outputs
-    float* st;
+    LnStats* st;
 } Buffers;
 
 // the update kernel at the width the trainer's row_width picks for these tensors
@@ -297,16 +293,14 @@ static SiameseNorms trainer_norms(const Buffers* b, int C) {
     return q;
 }
 static SiameseStats trainer_stats(const Buffers* b, int N) {
-    float* st = b->st;
-    SiameseStats q = {st + S_XMEAN * N, st + S_XRSTD * N, st + S_YMEAN * N, st + S_YRSTD * N, st + S_MEAN * N,
-                      st + S_RSTD * N};
+    SiameseStats q = {b->st + S_X * N, b->st + S_Y * N, b->st + S_LN * N};
     return q;
 }
 
 // the instantiations of versions 2 and 3, by vectors per lane
-typedef void (*InputV2)(bf16*, bf16*, bf16*, float*, const bf16*, const bf16*, const bf16*, int, int);
+typedef void (*InputV2)(bf16*, bf16*, bf16*, LnStats*, const bf16*, const bf16*, const bf16*, int, int);
 static const InputV2 input_v2[VPL_MAX] = {input_forward_v2<1>, input_forward_v2<2>, input_forward_v2<3>, input_forward_v2<4>};
-typedef void (*BoundaryV3)(bf16*, bf16*, bf16*, bf16*, bf16*, float*, const bf16*, const bf16*, const bf16*, float,
+typedef void (*BoundaryV3)(bf16*, bf16*, bf16*, bf16*, bf16*, LnStats*, const bf16*, const bf16*, const bf16*, float,
                            const bf16*, int, int);
 static const BoundaryV3 boundary_v3[VPL_MAX] = {boundary_forward_v3<1>, boundary_forward_v3<2>, boundary_forward_v3<3>,
                                                 boundary_forward_v3<4>};
@@ -372,22 +366,23 @@ int main(int argc, char** argv) {
     b.p = to_device_bf16(p, NUM_P * C);
     bf16** outs[5] = {&b.x, &b.y, &b.a, &b.s, &b.u};
     for (int k = 0; k < 5; k++) { *outs[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
-    b.st = (float*)device_alloc(NUM_S * N * sizeof(float));
+    b.st = (LnStats*)device_alloc(NUM_S * N * sizeof(LnStats));
     Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside versions 4 and 5
     bf16** outs1[5] = {&b1.x, &b1.y, &b1.a, &b1.s, &b1.u};
     for (int k = 0; k < 5; k++) { *outs1[k] = (bf16*)device_alloc(n * sizeof(bf16)); }
-    b1.st = (float*)device_alloc(NUM_S * N * sizeof(float));
+    b1.st = (LnStats*)device_alloc(NUM_S * N * sizeof(LnStats));
 
     // the CPU reference
     float* ref[5];
-    float* got = (float*)host_alloc((n > NUM_S * (size_t)N ? n : NUM_S * (size_t)N) * sizeof(float));  // an output or the stats
+    size_t n_st = 2 * NUM_S * (size_t)N;  // the statistics as floats
+    float* got = (float*)host_alloc((n > n_st ? n : n_st) * sizeof(float));  // an output or the stats
     for (int k = 0; k < 5; k++) { ref[k] = (float*)host_alloc(n * sizeof(float)); }
-    float* ref_st = (float*)host_alloc(NUM_S * N * sizeof(float));
+    LnStats* ref_st = (LnStats*)host_alloc(NUM_S * N * sizeof(LnStats));
     boundary_ref(ref[0], ref[1], ref[2], ref[3], ref[4], ref_st, a_prev, y_prev, z, c, p, N, C);
     const char* names[5] = {"x", "y", "a", "s", "u"};
 
     // bytes the boundary must move at the least, and the input side alone
-    double bf = sizeof(bf16) * (double)n, stats = NUM_S * (double)N * sizeof(float);
+    double bf = sizeof(bf16) * (double)n, stats = NUM_S * (double)N * sizeof(LnStats);
     double bytes_boundary = 8 * bf + stats, bytes_input = 5 * bf + stats;
 
     // version `against` of the boundary on b1, checked bit for bit against b's outputs; unfolded: the
@@ -403,7 +398,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaDeviceSynchronize());
         printf("  %s:\n", what);
         for (int k = 0; k < 5; k++) { check_identical(names[k], *outs1[k], *outs[k], n, sizeof(bf16)); }
-        check_identical("stats", b1.st, b.st, NUM_S * N, sizeof(float));
+        check_identical("stats", b1.st, b.st, NUM_S * N, sizeof(LnStats));
     };
     for (int v = 1; v <= 5; v++) {
         if (only && v != only) { continue; }
@@ -415,8 +410,8 @@ int main(int argc, char** argv) {
             from_device_bf16(got, *outs[k], n);
             check_close(names[k], ref[k], got, n, k < 2 ? 0.0f : 2e-2f, k < 2 ? 0.0f : 1e-2f);
         }
-        from_device_f32(got, b.st, NUM_S * N);
-        check_close("stats", ref_st, got, NUM_S * N, 1e-3f, 1e-3f);
+        from_device_f32(got, (const float*)b.st, n_st);
+        check_close("stats", (const float*)ref_st, got, n_st, 1e-3f, 1e-3f);
         if (v >= 4) { check_against(1, 0, "against version 1"); }  // the folded kernel against the two kernels, bit for bit
         if (v == 5) { check_against(5, 1, "against the update kernel, then the trainer's siamese_input_forward"); }
         char label[64];

@@ -30,4 +30,15 @@ static inline void trainer_partials(int C) {
     partials_reserve((size_t)LN_GRAD_BLOCKS * SIAMESE_SUMS * C);
 }
 
+// the means and the rstds of n LayerNorm statistics saved on the device, as two host arrays
+static inline void from_device_stats(float* mean, float* rstd, const LnStats* d, size_t n) {
+    LnStats* h = (LnStats*)host_alloc(n * sizeof(LnStats));
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(LnStats), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        mean[i] = h[i].mean;
+        rstd[i] = h[i].rstd;
+    }
+    free(h);
+}
+
 #endif  // DEV_CUDA_TRAINER_H

@@ -116,7 +116,7 @@ plant "block partials written block-major, read sum-major" siamese.cuh \
 # 9. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
 #    instead of dr * yhat
 plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
-    's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ymu) \* yrs);/g[2][e] += dr * (((float)xv.v[e] - xmu) * xrs);/'
+    's/g\[2\]\[e\] += dr \* (((float)yv.v\[e\] - ys.mean) \* ys.rstd);/g[2][e] += dr * (((float)xv.v[e] - xs.mean) * xs.rstd);/'
 
 # 10. a vocabulary bound: the classifier takes the first padding entry of each row (a logit of 0)
 #    into the softmax
