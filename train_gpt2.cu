@@ -702,7 +702,6 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
         }
     }
 
-    Sublayer last = sublayer_at(m, 2 * L - 1, BT);
     Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final merge
     switch (mode) {
         case NORM_PRE:
@@ -711,6 +710,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
             break;
         case NORM_SIAMESE:
             // the update of the last sublayer, then h = LN(LN(x) + LN(y))
+            Sublayer last = sublayer_at(m, 2 * L - 1, BT);
             siamese_input_forward(NULL, acts->lnfsum, acts->lnf, fin.st, fin.x, fin.y, final_norms(p), BT, C, false,
                                   last.a, last.y, last.z, siamese_scale(L - 1));
             break;
