@@ -31,7 +31,8 @@
 #                                               CPU, a d2 model, T=64, a few steps (no GPU needed)
 #        bash dev/bench_gpu.sh --self-test      the parsing helpers on canned step lines and polling
 # Env: DEPTHS="d12 d24" T=1024 BATCHES="64 32 16 8 4 2 1" STEPS=20 WARMUP=5 PEAK_TFLOPS=(from the
-#      GPU name) TORCH=1 (0 skips the PyTorch peer) TRAINER=./train_gpt2cu
+#      GPU name) TORCH=1 (0 skips the PyTorch peer) TRAINER=./train_gpt2cu OURS_ARGS= (more flags for
+#      every run of our trainer, e.g. "-r 2": the LayerNorm outputs rebuilt in the backward)
 # Everything is written under $OUT when that variable names a folder (else a new folder under /tmp):
 # bench_gpu.md (the table) and logs/ (every run's output).
 set -euo pipefail
@@ -252,7 +253,8 @@ run_one() {
 
 # ours_cmd / torch_cmd DEPTH MODE B: set CMD to the command line of one run
 ours_cmd() {
-    CMD=("$TRAINER" -i "$WORK/tokens.bin" -j "" -e "$1" -N "$2" -b "$3" -t "$T" -x "$STEPS" -v 0 -s 0)
+    # shellcheck disable=SC2206
+    CMD=("$TRAINER" -i "$WORK/tokens.bin" -j "" -e "$1" -N "$2" -b "$3" -t "$T" -x "$STEPS" -v 0 -s 0 ${OURS_ARGS:-})
 }
 torch_cmd() {
     CMD=(python3 dev/train_gpt2.py -i "$WORK/tokens.bin" -e "$1" -N "$2" -b "$3" -t "$T" -x "$STEPS" -v 0 "${TORCH_ARGS[@]}")
@@ -280,7 +282,7 @@ batches_from() { local b; for b in $BATCHES; do (( b <= $1 )) && echo "$b"; done
 TABLE="| model | run | B | ms/step | tok/s | MFU % | MFU % (llm.c's formula) | MFU % (trainer's own) | peak mem MiB (nvidia-smi) | torch max_memory_allocated MiB | SM MHz | power W |"$'\n'
 TABLE+="|---|---|---|---|---|---|---|---|---|---|---|---|"$'\n'
 GOALS=""
-echo "GPU benchmark: $GPU_NAME, peak $PEAK_TFLOPS TFLOP/s bf16, T=$T, $STEPS steps (median after $WARMUP), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "GPU benchmark: $GPU_NAME, peak $PEAK_TFLOPS TFLOP/s bf16, T=$T, $STEPS steps (median after $WARMUP), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')${OURS_ARGS:+, our trainer with $OURS_ARGS}"
 for depth in $DEPTHS; do
     declare -A MS=() TOKS=() MEMS=() MFUS=()
     echo "== $depth"
