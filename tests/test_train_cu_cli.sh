@@ -6,7 +6,8 @@
 #                                          TRAIN=... picks another build, CPU=... the CPU trainer)
 #
 # It checks that
-#   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared);
+#   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared) but for
+#     -r, whose levels end at 3 here and at 2 there (each help says so; each trainer refuses the next);
 #   - every flag error of tests/cli_flags.sh, a bad checkpoint and a token out of the vocabulary end
 #     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2; so does a
 #     head size above 128, which train_gpt2 takes and attention here does not;
