@@ -26,6 +26,7 @@ Part 3 walks through one step). Backward functions ACCUMULATE (+=) into paramete
 #include "common/utils.h"  // fatal, malloc_check and the C headers (stdio, stdlib, string, stdint)
 #include "cuda_common.cuh"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
+#define RECOMPUTE_MAX 3  // -r 3: stream Y kept only at checkpoints (y_slot), a level train_gpt2.c does not have
 #include "common/args.h"
 
 // ============================================================================
@@ -422,10 +423,11 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // R (r stored) or U (u stored) of 0 empties a tensor the mode does not use (common/params.h, NORM_MODE_LAYOUTS).
 // Recompute (-r; train_gpt2.c's ActivationTensors says more): -r 1 keeps one layer of fch_gelu, rebuilt from fch in
 // the backward; -r 2 also one sublayer of lnsum and blockin, rebuilt from the streams and the saved statistics, and
-// two of lnx (the forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a).
+// two of lnx (the forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a); -r 3 also
+// keeps stream Y only at some sublayer boundaries (y_slots, below), the others rebuilt in the backward.
 #define ACTIVATION_TENSORS(X) \
     X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
-    X(floatX, resy, S * (2 * L + 1) * BT * C)   /* siamese: stream Y */ \
+    X(floatX, resy, S * y_slots * BT * C)       /* siamese: stream Y (y_slot: which boundary where) */ \
     X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
     X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
     X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
@@ -461,11 +463,43 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
 
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
+// -r 3, siamese: stream Y kept at the sublayer boundaries k % y_every == 0 and at the last, 2L (the final merge's
+// backward reads it), plus y_every - 1 SEGMENT slots for the boundaries between two kept ones: y_k of a boundary in
+// between goes to segment slot k % y_every - 1. The forward writes every y_k (from y_{k-1}, in another slot, always
+// in place), so the top segment is there when the backward starts; walking down, the backward rebuilds each segment
+// below it from its kept boundary when it enters it (y_segment_ensure), with the forward's own update y + z (z, the
+// block output, is kept for every sublayer). -r 0 to 2 (and pre, post, which have no stream Y): y_every 1, every
+// boundary kept, y_k in slot k.
+
+// the boundaries stream Y is kept at, and the slots they take, the first of resy; all its slots
+static int y_kept(int k, int L, int every) { return k % every == 0 || k == 2 * L; }
+static int y_kept_slots(int L, int every) { return 2 * L / every + 1 + (2 * L % every != 0); }
+static int y_slots_for(int L, int every) { return y_kept_slots(L, every) + every - 1; }
+
+// -r 3's stride: the fewest slots, about 2L / y_every + y_every, so y_every near sqrt(2L + 1); of equal counts the
+// longest, which at GPT-2's depths also rebuilds the fewest boundaries per backward. L 12: 6, 10 slots of 25 (kept
+// 0, 6, 12, 18, 24; 15 boundaries rebuilt); L 24: 8, 14 of 49 (35 rebuilt); L 1: 2, 3 of 3 (kept 0, 2, none rebuilt)
+static int y_every_for(int L, int recompute) {
+    if (recompute < 3) { return 1; }
+    int every = 2;
+    for (int e = 3; e <= 2 * L; e++) {
+        if (y_slots_for(L, e) <= y_slots_for(L, every)) { every = e; }
+    }
+    return every;
+}
+
+// the slot of resy that holds y_k (of a boundary in between, once its segment is there)
+static size_t y_slot(int k, int L, int every) {
+    if (k % every == 0) { return k / every; }
+    if (k == 2 * L) { return 2 * L / every + 1; }
+    return y_kept_slots(L, every) + k % every - 1;
+}
+
 #define CARVE_ACTIVATION(T, name, n) acts->name = next_tensor<T>(memory, &used, n);
 #define CARVE_SCRATCH(T, name, n) scratch->name = next_tensor<T>(memory, &used, n);
 
 // points every activation tensor, then every scratch tensor, into `memory` (NULL: only counts);
-// returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 2)
+// returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 3)
 static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_t* acts_bytes, char* memory,
                             const GPT2Config* cfg, int B, int T, int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size, BT = (size_t)B * T;
@@ -474,6 +508,8 @@ static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
     size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
     size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
+    int y_every = y_every_for((int)L, recompute);
+    size_t y_slots = y_slots_for((int)L, y_every);  // of stream Y (2L + 1 below -r 3)
     size_t used = 0;
     ACTIVATION_TENSORS(CARVE_ACTIVATION)
     *acts_bytes = used;
@@ -500,7 +536,9 @@ typedef struct GPT2 {
     char* buffers_memory;       // device: every activation tensor, then every scratch tensor
     size_t acts_bytes, scratch_bytes;
     int batch_size, seq_len, cur_B, cur_T;  // the (B, T) the buffers were allocated for, and the last forward pass's
-    int recompute;              // -r: 0, 1 or 2 (ActivationTensors); set before gpt2_allocate, 0 unless set
+    int recompute;              // -r: 0 to 3 (ActivationTensors); set before gpt2_allocate, 0 unless set
+    int y_every;                // stream Y kept at every y_every-th boundary (y_slot; 1 below -r 3)
+    int y_segment;              // the kept boundary below the segment of stream Y whose slots hold it, -1: none
     int *tokens, *d_tokens;     // pinned host (2, B, T) and device: the last forward pass's inputs, then targets
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
     float* host_losses;         // pinned (B, T)
@@ -547,6 +585,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights and moments of this rank's shard only
     m->batch_size = B;
     m->seq_len = T;
+    if (m->recompute < 0 || m->recompute > 3) { fatal("recompute -r %d is out of range [0, 3]", m->recompute); }
+    m->y_every = y_every_for(cfg->num_layers, m->recompute);
+    m->y_segment = -1;
     m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
     m->params_x_memory = (floatX*)cuda_malloc_check(m->padded_parameters * sizeof(floatX), "working weights");
     m->params_memory = (float*)cuda_malloc_check(held * sizeof(float), "master weights");
@@ -617,7 +658,7 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     sub.l = k / 2;
     sub.s = k % 2;
     sub.x = t->resx + k * N;
-    sub.y = t->resy + k * N;
+    sub.y = t->resy + y_slot(k, m->config.num_layers, m->y_every) * N;
     sub.a = t->lnx + a_slot * N;
     sub.r = t->lnsum + ln_slot * N;
     sub.u = m->config.norm_mode == NORM_POST ? sub.x : t->blockin + ln_slot * N;
@@ -625,6 +666,23 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     sub.gelu = t->fch_gelu + (m->recompute >= 1 ? 0 : sub.l) * 4 * N;
     sub.st = {t->lnx_stats + K, t->lny_stats + K, t->ln_stats + K};
     return sub;
+}
+
+// the segment of stream Y that boundary k lies in (the kept boundary below it), -1 where y_k is kept (y_slot)
+static int y_segment_of(const GPT2* m, int k) {
+    return y_kept(k, m->config.num_layers, m->y_every) ? -1 : k / m->y_every * m->y_every;
+}
+
+// -r 3, in the backward's walk down: makes the segment slots hold y_k. Where they hold another segment, k's is
+// rebuilt up from its kept boundary, one boundary per launch, by the forward's update y_j = y_{j-1} + z_{j-1}
+static void y_segment_ensure(GPT2* m, int k, int BT) {
+    int base = y_segment_of(m, k), top = 2 * m->config.num_layers;
+    if (base < 0 || base == m->y_segment) { return; }
+    for (int j = base + 1; j < base + m->y_every && j < top; j++) {
+        Sublayer below = sublayer_at(m, j - 1, BT);
+        siamese_y_update(sublayer_at(m, j, BT).y, below.y, below.z, (size_t)BT * m->config.channels);
+    }
+    m->y_segment = base;
 }
 
 // ----------------------------------------------------------------------------
@@ -697,6 +755,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
                 Sublayer prev = k > 0 ? sublayer_at(m, k - 1, BT) : Sublayer{};  // k = 0: none, NULLs
                 siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, false, prev.a, prev.y,
                                       prev.z, siamese_scale(prev.l));
+                if (y_segment_of(m, k) >= 0) { m->y_segment = y_segment_of(m, k); }  // -r 3: its slots hold y_k
                 block_forward(m, &sub, B, T);                                                   // z = F(u)
                 break;
         }
@@ -820,6 +879,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
             case NORM_SIAMESE:
                 // dz = dx_next / c + dy_next was written by the input side after this sublayer; the
                 // block; then the three LNs of the input side, which also write dz of sublayer k - 1
+                y_segment_ensure(m, k, BT);  // -r 3: y_k, rebuilt where its segment's slots hold another
                 if (rebuild) { siamese_input_forward(NULL, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, true); }
                 block_backward(m, &sub, sc->du, 0.0f, B, T);
                 siamese_input_backward(sc->dx, sc->dy, k > 0 ? sc->dz : NULL, siamese_scale((k - 1) / 2), 1, sc->du,

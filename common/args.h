@@ -54,8 +54,14 @@ typedef struct {
     int seed_given;             //     -S was given: the training batches start at a seed-dependent position
     int zero_stage;             // -z  with several ranks: 1 = AdamW state sharded over them (ZeRO-1), 0 = not
     int recompute;              // -r  activations rebuilt in the backward instead of kept: 0 none, 1 GELU,
-                                //     2 GELU and the LayerNorm outputs (same results, bit for bit)
+                                //     2 GELU and the LayerNorm outputs, 3 (train_gpt2cu only) also stream Y
+                                //     between checkpoints (same results, bit for bit); 0 to RECOMPUTE_MAX
 } TrainArgs;
+
+// -r's highest level: 2 in train_gpt2.c; train_gpt2.cu defines 3 before it includes this header
+#ifndef RECOMPUTE_MAX
+#define RECOMPUTE_MAX 2
+#endif
 
 // defaults shared by both trainers; each trainer may change some before parsing. They train a
 // small model on the default dataset (synthetic additions, common/arithmetic.h) to about 100%
@@ -144,8 +150,14 @@ static inline void args_usage(const char* prog, const TrainArgs* d) {
     printf("  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n", d->resume);
     printf("  -nk <int>   keep only the newest N checkpoints, 0 = keep all [%d]\n", d->keep_checkpoints);
     printf("  -z <0|1>    several ranks (mpirun): 1 shards AdamW's state over them (ZeRO-1) [%d]\n", d->zero_stage);
-    printf("  -r <0|1|2>  recompute in the backward instead of keeping: 1 the GELU outputs, 2 also the LayerNorm\n");
+#if RECOMPUTE_MAX >= 3
+    printf("  -r <0..3>   recompute in the backward instead of keeping: 1 the GELU outputs, 2 also the LayerNorm\n");
+    printf("              outputs, 3 also stream Y (siamese) but at about sqrt(2L+1) of the 2L+1 sublayer\n");
+    printf("              boundaries (less activation memory, the same results bit for bit) [%d]\n", d->recompute);
+#else
+    printf("  -r <0..2>   recompute in the backward instead of keeping: 1 the GELU outputs, 2 also the LayerNorm\n");
     printf("              outputs (less activation memory, the same results bit for bit) [%d]\n", d->recompute);
+#endif
     printf("  -h          this help\n");
 }
 
@@ -266,7 +278,7 @@ static inline void args_parse(TrainArgs* a, int argc, char** argv) {
             case 'n': a->checkpoint_every = (int)parse_long_flag(flag, v, 0, INT_MAX); break;
             case 'y': a->resume = (int)parse_long_flag(flag, v, 0, 1); break;
             case 'z': a->zero_stage = (int)parse_long_flag(flag, v, 0, 1); break;
-            case 'r': a->recompute = (int)parse_long_flag(flag, v, 0, 2); break;
+            case 'r': a->recompute = (int)parse_long_flag(flag, v, 0, RECOMPUTE_MAX); break;
             case 'S': a->seed = (unsigned long long)parse_long_flag(flag, v, 1, LONG_MAX); a->seed_given = 1; break;  // 0 would seed like 1
             default: fatal("unknown flag %s (see -h)", flag);
         }

@@ -507,19 +507,21 @@ LOG
     local what="dev/roofline.py --self-test, the profile join, the dev/cuda summary, dev/bench_gpu.sh --self-test, GPU_ARCH=" mode
     if [ "$GPU_CHECK_MODE" = layer ]; then
         tests/bin/mkshard "$tmp/tokens.bin" 10000 50257 || fails=$((fails + 1))
-        # MODE:RECOMPUTE: the default (-r 1) in every mode, and -r 0 and -r 2 (the backward's rebuilds)
+        # MODE:RECOMPUTE[:MODEL]: the default (-r 1) in every mode, and -r 0, 2 and 3 (the backward's
+        # rebuilds; -r 3's of stream Y: at d2c64h4 one boundary, at d7c32h2 two segments of four)
         # the two-step run also logs the trainer's NVTX ranges (tests/cudacpu/nvtx_ranges.c): each
         # "step" range, which the kernels stage profiles on a GPU, must hold exactly one modelled step
-        local ranges=()
-        for run in siamese:1 pre:1 post:1 siamese:2 pre:2 post:2 siamese:0; do
-            mode=${run%:*} r=${run#*:} ranges=()
-            [ "$run" = siamese:1 ] && ranges=(--step-ranges "$tmp/ranges_$mode$r.txt")
-            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r.txt NVTX_INJECTION64_PATH=$PWD/tests/bin/nvtx_ranges.so NVTX_RANGE_LOG=$tmp/ranges_$mode$r.txt \
-                "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e d2c64h4 -N "$mode" -r "$r" \
-                -b 2 -t 64 -x "$([ "$run" = siamese:1 ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode$r.txt" 2>&1 || { cat "$tmp/run_$mode$r.txt"; fails=$((fails + 1)); }
-            python3 dev/roofline.py --launches "$tmp/launches_$mode$r.txt" "${ranges[@]}" -e d2c64h4 -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
+        local ranges=() r shape
+        for run in siamese:1 pre:1 post:1 siamese:2 pre:2 post:2 siamese:0 siamese:3 pre:3 siamese:3:d7c32h2; do
+            IFS=: read -r mode r shape <<< "$run"
+            shape=${shape:-d2c64h4} ranges=()
+            [ "$run" = siamese:1 ] && ranges=(--step-ranges "$tmp/ranges_$mode$r$shape.txt")
+            CUDACPU_LAUNCH_LOG=$tmp/launches_$mode$r$shape.txt NVTX_INJECTION64_PATH=$PWD/tests/bin/nvtx_ranges.so NVTX_RANGE_LOG=$tmp/ranges_$mode$r$shape.txt \
+                "$TRAIN_BF16" -i "$tmp/tokens.bin" -j "" -H "" -e "$shape" -N "$mode" -r "$r" \
+                -b 2 -t 64 -x "$([ "$run" = siamese:1 ] && echo 2 || echo 1)" -v 0 -s 0 > "$tmp/run_$mode$r$shape.txt" 2>&1 || { cat "$tmp/run_$mode$r$shape.txt"; fails=$((fails + 1)); }
+            python3 dev/roofline.py --launches "$tmp/launches_$mode$r$shape.txt" "${ranges[@]}" -e "$shape" -N "$mode" -r "$r" -b 2 -t 64 || fails=$((fails + 1))
         done
-        what+=", the model's launch order against the trainer's (three modes, -r 0, 1, 2), the NVTX step ranges"
+        what+=", the model's launch order against the trainer's (three modes, -r 0 to 3), the NVTX step ranges"
     fi
     note "$fails failure(s): $what"
     [ "$fails" -eq 0 ]

@@ -80,6 +80,36 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
+def y_every_for(L, recompute):
+    """train_gpt2.cu's y_every_for: -r 3 keeps stream Y at every y_every-th sublayer boundary (and
+    the last, 2L), plus y_every - 1 segment slots; the stride of the fewest slots, of equals the longest"""
+    if recompute < 3:
+        return 1
+    slots = lambda e: 2 * L // e + 1 + (2 * L % e != 0) + e - 1
+    every = 2
+    for e in range(3, 2 * L + 1):
+        if slots(e) <= slots(every):
+            every = e
+    return every
+
+
+def y_rebuilds(cfg):
+    """{k: launches of siamese_y_update_kernel before sublayer k's backward} (train_gpt2.cu's
+    y_segment_ensure): the forward leaves the top segment of stream Y in the segment slots; walking
+    down, the backward rebuilds each other segment, one launch per boundary, when it enters it"""
+    L2, e = 2 * cfg.L, cfg.y_every
+    kept = lambda k: k % e == 0 or k == L2
+    if cfg.mode != "siamese" or e == 1:
+        return {k: 0 for k in range(L2)}
+    held = max(k for k in range(1, L2) if not kept(k)) // e * e
+    out = {}
+    for k in range(L2 - 1, -1, -1):
+        base, out[k] = k // e * e, 0
+        if not kept(k) and base != held:  # the segment above the kept boundary base, up to 2L - 1
+            out[k], held = min(base + e, L2) - base - 1, base
+    return out
+
+
 class Config:
     """A model as train_gpt2cu builds it from -e (common/params.h, gpt2_config_for_depth)."""
 
@@ -97,9 +127,10 @@ class Config:
             raise SystemExit(f"dev/roofline.py: C {self.C} is not a multiple of NH {self.NH}")
         if mode not in ("pre", "post", "siamese"):
             raise SystemExit(f"dev/roofline.py: mode '{mode}' is not pre, post or siamese")
-        if recompute not in (0, 1, 2):
-            raise SystemExit(f"dev/roofline.py: recompute -r {recompute} is not 0, 1 or 2")
+        if recompute not in (0, 1, 2, 3):
+            raise SystemExit(f"dev/roofline.py: recompute -r {recompute} is not 0, 1, 2 or 3")
         self.spec, self.mode, self.recompute = spec, mode, recompute
+        self.y_every = y_every_for(self.L, recompute)
         self.V, self.Vp, self.max_t = vocab, ceil_div(vocab, 128) * 128, max_t
         self.HS = self.C // self.NH
         self.S = 1 if mode == "siamese" else 0  # the siamese-only tensors exist or are empty
@@ -232,11 +263,11 @@ def model_step(cfg, B, T):
     linears_fwd = [("qkv", 3 * C, C), ("attproj", C, C), ("fc", 4 * C, C), ("fcproj", C, 4 * C)]
     for what, OC, IC in linears_fwd:
         s.matmul(f"fwd {what}", f"fwd {what}", "fwd", BT, OC, IC, BT * IC * X, OC * IC * X, BT * OC * X, OC * X, L)
-    # GELU as a kernel on the stored pre-activation fch (read fch, write GELU(fch)); with -r 1 or 2
+    # GELU as a kernel on the stored pre-activation fch (read fch, write GELU(fch)); with -r 1 to 3
     # the backward runs it once more per layer to rebuild the output the fcproj weight gradient reads
     gelu_launches = L * (2 if cfg.recompute >= 1 else 1)
     s.launch("gelu_kernel", "fwd", 2 * 4 * P, FLOP_GELU * 4 * N, gelu_launches,
-             note="forward, and the backward's rebuild with -r 1, 2" if cfg.recompute >= 1 else "forward")
+             note="forward, and the backward's rebuild with -r 1 to 3" if cfg.recompute >= 1 else "forward")
     attention_rows(s, cfg, B, T, L, L)
     if mode == "siamese":
         s.launch("siamese_input_forward_kernel", "fwd", 5 * P + stats(6), FLOP_SIAMESE_FWD * N,
@@ -276,6 +307,10 @@ def model_step(cfg, B, T):
             s.launch("layernorm_forward_kernel", "bwd", 2 * P + stats(2), FLOP_LN_FWD * N, 2 * L, "-r 2: u rebuilt")
         else:
             s.launch("residual_forward_kernel", "bwd", 3 * P, N, 2 * L, "-r 2: r rebuilt")
+    y_launches = sum(y_rebuilds(cfg).values())
+    if y_launches:  # -r 3: stream Y between its kept boundaries, y = y_prev + z: y_prev, z read, y written
+        s.launch("siamese_y_update_kernel", "bwd", 3 * P, N, y_launches,
+                 note=f"-r 3: stream Y rebuilt at {y_launches} of the {2 * L + 1} boundaries (kept every {cfg.y_every})")
     if mode == "siamese":
         part = 6 * ln_blocks * C * F  # the block partials of six sums
         s.launch("siamese_input_backward_kernel", "bwd", 10 * P + stats(6) + part, FLOP_SIAMESE_BWD * N,
@@ -337,11 +372,11 @@ def launch_sequence(cfg, step):
                   mm["bwd-input qkv"], mm["bwd-weight qkv"]] + bias,
                  [mm["bwd-input fcproj"]] + (["gelu_kernel"] if cfg.recompute >= 1 else []) + [mm["bwd-weight fcproj"]] +
                  bias + [mm["bwd-input fc"], mm["bwd-weight fc"]] + bias]
-    rebuild = cfg.recompute >= 2
+    rebuild, y_rebuild = cfg.recompute >= 2, y_rebuilds(cfg)
     for k in range(2 * L - 1, -1, -1):
         blk = block_bwd[k % 2]
         if mode == "siamese":
-            seq += (["siamese_input_forward_kernel"] if rebuild else []) + blk + ln_bwd
+            seq += ["siamese_y_update_kernel"] * y_rebuild[k] + (["siamese_input_forward_kernel"] if rebuild else []) + blk + ln_bwd
         elif mode == "pre":
             seq += (["layernorm_forward_kernel"] if rebuild else []) + ["cast_to_x_kernel"] + blk + ln_bwd
         else:
@@ -955,7 +990,7 @@ def main():
     ap.add_argument("-N", dest="mode", default="siamese", help="pre, post or siamese (default siamese)")
     ap.add_argument("-b", dest="B", type=int, default=64, help="micro-batch (default 64)")
     ap.add_argument("-t", dest="T", type=int, default=1024, help="sequence length (default 1024)")
-    ap.add_argument("-r", dest="recompute", type=int, default=1, help="the trainer's -r: 0, 1 or 2 (default 1, as the trainer)")
+    ap.add_argument("-r", dest="recompute", type=int, default=1, help="the trainer's -r: 0 to 3 (default 1, as the trainer)")
     ap.add_argument("--doc", action="store_true", help="print doc/cuda.md's generated block")
     ap.add_argument("--check", metavar="MD", help="exit 1 when MD's generated block differs from --doc")
     ap.add_argument("--write", metavar="MD", help="rewrite MD's generated block")

@@ -253,6 +253,9 @@ expect_error "data: a corrupted tokenizer.bin beside the shards" "tokenizer.bin:
 
 # flags (tests/cli_flags.sh: the same checks run against train_gpt2cu in tests/test_train_cu_cli.sh)
 source tests/cli_flags.sh
+# -r: train_gpt2 recomputes up to level 2 (train_gpt2cu up to 3: tests/test_train_cu_cli.sh), as its -h says
+expect_error "flag: -r 3 (train_gpt2's levels end at 2)" "-r 3 is out of range [0, 2]" "$TRAIN" -e "$MODEL" "${T[@]}" -r 3
+check "flag: -h states -r <0..2>" grep -q -- "^  -r <0\.\.2> " <("$TRAIN" -h)
 # an absurd thread count: libgomp failed to start the threads (50000) or crashed (100000)
 expect_error "OMP_NUM_THREADS=100000" "OMP_NUM_THREADS asks for 100000 threads" env OMP_NUM_THREADS=100000 "$TRAIN" -e "$MODEL" "${T[@]}"
 # output folders. Tests run as root in CI, and root ignores permission bits, so the unwritable

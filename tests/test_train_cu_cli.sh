@@ -6,7 +6,8 @@
 #                                          TRAIN=... picks another build, CPU=... the CPU trainer)
 #
 # It checks that
-#   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared);
+#   - `train_gpt2cu -h` exits 0 and prints the same help as `train_gpt2 -h` (the flags are shared) but for
+#     -r, whose levels end at 3 here and at 2 there (each help says so; each trainer refuses the next);
 #   - every flag error of tests/cli_flags.sh, a bad checkpoint and a token out of the vocabulary end
 #     with exactly one "error: ..." line and exit status 1, as they do for train_gpt2; so does a
 #     head size above 128, which train_gpt2 takes and attention here does not;
@@ -28,18 +29,24 @@ mkdir -p "$W/data"
 "$MKSHARD" "$W/data/train_000.bin" 120 200 1
 T=(-i "$W/data/train_000.bin" -j "" -b 2 -t 8 -x 2 -s 0)
 
-# -h: the shared help, word for word but for the program name
+# -h: the shared help, word for word but for the program name and -r (levels 0 to 3 here, 0 to 2 in train_gpt2)
+# the help without the -r entry (its line and the indented lines under it), the program name as PROGRAM
+help_but_r() { sed "s|$1|PROGRAM|" | awk '/^  -r / { skip = 1; next } skip && /^   / { next } { skip = 0; print }'; }
 run help "$TRAIN" -h
-"$CPU" -h 2> /dev/null | sed "s|$CPU|PROGRAM|" > "$W/help_cpu"
-sed "s|$TRAIN|PROGRAM|" "$W/help.out" > "$W/help_gpu"
+"$CPU" -h 2> /dev/null | help_but_r "$CPU" > "$W/help_cpu"
+help_but_r "$TRAIN" < "$W/help.out" > "$W/help_gpu"
 if [ "$rc" -eq 0 ] && [ ! -s "$W/help.err" ] && grep -q -- "-x <int>" "$W/help.out" && cmp -s "$W/help_cpu" "$W/help_gpu"; then
-    ok "-h: exit 0, the same help as $CPU -h"
+    ok "-h: exit 0, the same help as $CPU -h but for -r"
 else
     echo "       exit status $rc"
     bad "-h" "$W/help.err"
 fi
+check "-h: states -r <0..3>" grep -q -- "^  -r <0\.\.3> " "$W/help.out"
+check "$CPU -h: states -r <0..2>" grep -q -- "^  -r <0\.\.2> " <("$CPU" -h)
 
 source tests/cli_flags.sh
+expect_error "flag: -r 4 (levels 0 to 3)" "-r 4 is out of range [0, 3]" "$TRAIN" -e "$MODEL" "${T[@]}" -r 4
+expect_error "flag: -r -1" "-r -1 is out of range [0, 3]" "$TRAIN" -e "$MODEL" "${T[@]}" -r -1
 # a shape the CPU trainer takes but this one does not: attention's head sizes end at 128 (attention.cuh)
 expect_error "shape: -e d1c256h1 (head size 256)" "head size 256 is not supported: attention runs head sizes 1 to 128" \
     "$TRAIN" -e d1c256h1 "${T[@]}"
