@@ -9,7 +9,9 @@ sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later:
 Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, streaming key and value tiles
 through shared memory; per tile each warp forms S = Q K^T, then the online softmax (log2 units: s log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
-and at the end out = O / l, lse = (m + log2 l) ln 2.
+and at the end out = O / l, lse = (m + log2 l) ln 2. The tile products are PTX's warp-level mma.m16n8k16 with operands
+from ldmatrix, whose register layouts are documented: S, P and O never leave registers (a row of S lies with the 4
+lanes of a group, and S's accumulator layout is P's operand layout for P V); the causal mask only on diagonal tiles.
 
 Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
 tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
@@ -21,7 +23,7 @@ on B*NH and T only, so the gradients are bit-identical between runs and GPUs).
 
 The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS zero on load, never stored):
 tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile products run on tensor cores
-(WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
+(bf16 in, fp32 accumulation; the backward through WMMA). Bytes, FLOPs and bounds: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -129,7 +131,8 @@ __device__ __forceinline__ int fa_col(const FaAcc& idx, int i) { return (int)idx
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
 // FA_VEC floats as floatX at p: one 16-byte store where wide, else the first n of them one by one
-__device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, bool wide) {
+template <typename S>
+__device__ __forceinline__ void fa_store_vec(floatX* p, const S* a, int n, bool wide) {
     if (wide) {
         FaVec v;
         for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
@@ -184,18 +187,25 @@ struct FaTilePair {
     }
 };
 
-// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> floatX rows [t0, t0 + 16) of dst (row
-// stride `stride`; rows below T, channels below HS), staged in fp32 at `stage` (leading dimension ld)
-template <int HSP>
-__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
-                                              int t0, int T, int HS, bool wide) {
+// a warp's 16 rows staged at `stage` (leading dimension ld, float or floatX) -> floatX rows [t0, t0 + 16) of dst (row
+// stride `stride`; rows below T, channels below HS)
+template <int HSP, typename S>
+__device__ __forceinline__ void fa_copy_rows(floatX* dst, size_t stride, const S* stage, int ld, int t0, int T, int HS,
+                                             bool wide) {
     constexpr int per_row = HSP / FA_VEC;
-    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
     __syncwarp(0xffffffffu);
     for (int e = threadIdx.x % 32; e < FA_ROWS * per_row; e += 32) {
         int row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
         if (t < T && c < HS) { fa_store_vec(dst + (size_t)t * stride + c, stage + row * ld + c, HS - c, wide); }
     }
+}
+
+// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> rows of dst as fa_copy_rows, staged in fp32
+template <int HSP>
+__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
+                                              int t0, int T, int HS, bool wide) {
+    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
+    fa_copy_rows<HSP>(dst, stride, stage, ld, t0, T, HS, wide);
 }
 
 // shared memory: regions 128-byte aligned from a 128-byte aligned base (the layouts add 128 of slack)
@@ -221,9 +231,8 @@ struct FaPair { floatX x[2]; };  // two adjacent elements of an operand row or c
 // v of lane src (FaPair or pointer) through one 32- or 64-bit shuffle
 template <typename T>
 __device__ __forceinline__ T fa_shfl(T v, int src) {
-    typedef typename std::conditional<sizeof(T) == 4, unsigned, unsigned long long>::type U;
-    static_assert(sizeof(T) == sizeof(U), "a 32- or 64-bit value");
-    U u;
+    typename std::conditional<sizeof(T) == 4, unsigned, unsigned long long>::type u;
+    static_assert(sizeof u == sizeof v, "a 32- or 64-bit value");
     memcpy(&u, &v, sizeof u);
     u = __shfl_sync(0xffffffffu, u, src);
     memcpy(&v, &u, sizeof u);
@@ -243,16 +252,16 @@ __device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4]
 #else
     // row g and g + 8 of a lie with the lanes of this row group, columns 2j and 2j + 1 of b with row groups 2j, 2j + 1
     const int lane = threadIdx.x % 32, j = lane % 4;
-    for (int s = 0; s < 4; s++) {  // k = 2s, 2s + 1, 2s + 8, 2s + 9
-        FaPair as[4], bs[2][2];
-        for (int i = 0; i < 4; i++) { as[i] = fa_shfl(a[i], (lane & ~3) | s); }
-        for (int n = 0; n < 2; n++) {
-            for (int i = 0; i < 2; i++) { bs[n][i] = fa_shfl(b[i], (2 * j + n) * 4 + s); }
+    for (int s = 0; s < 4; s++) {  // k = 2s, 2s + 1 (i = 0, 1), 2s + 8, 2s + 9 (i = 2, 3)
+        FaPair as[4], bs[4];         // as: a's registers of lane s of the group; bs[2n + r]: b[r] of column 2j + n
+        for (int i = 0; i < 4; i++) {
+            as[i] = fa_shfl(a[i], (lane & ~3) | s);
+            bs[i] = fa_shfl(b[i % 2], (2 * j + i / 2) * 4 + s);
         }
-        for (int e = 0; e < 4; e++) {
-            const int h = e / 2, n = e % 2;
-            for (int i = 0; i < 2; i++) {
-                for (int k = 0; k < 2; k++) { d[e] += (float)as[h + 2 * i].x[k] * (float)bs[n][i].x[k]; }
+        for (int e = 0; e < 4; e++) {  // row g + 8 (e / 2), column 2j + e % 2
+            for (int i = 0; i < 4; i++) {
+                const FaPair &x = as[e / 2 + 2 * (i / 2)], &y = bs[2 * (e % 2) + i / 2];
+                d[e] += (float)x.x[i % 2] * (float)y.x[i % 2];
             }
         }
     }
@@ -283,22 +292,17 @@ __device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row
 #endif
 }
 
-// a forward block's place: head bh = b * NH + h (blockIdx.x), its first query q0 (query tiles counted from the last,
-// so the blocks with the most key tiles start first), its q, k, v rows and its key tiles of BC up to its last query
+// a forward block: head bh = b * NH + h (blockIdx.x), queries from q0 (counted from the last: the blocks with the most
+// key tiles start first), key tiles of BC up to its last query, its q, k, v rows, its head's row 0 in out (B, T, C)
 struct FaFwdBlock {
-    int bh, C, q0, ntiles;
-    size_t out0;  // the head's row 0 in out (B, T, C)
+    int bh = blockIdx.x, C, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES, ntiles;
+    size_t out0;
     FaRows qs, ks, vs;
     __device__ FaFwdBlock(const floatX* qkv, int T, int NH, int HS, int BC, bool wide)
-        : bh(blockIdx.x), C(NH * HS), q0((gridDim.y - 1 - blockIdx.y) * FA_QUERIES),
-          ntiles(((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1),
-          out0((size_t)(bh / NH) * T * C + bh % NH * HS) {
-        const size_t stride = 3 * (size_t)C;
-        const floatX* rows = qkv + (size_t)(bh / NH) * T * stride + bh % NH * HS;
-        qs = {rows, stride, T, HS, wide};
-        ks = {rows + C, stride, T, HS, wide};
-        vs = {rows + 2 * C, stride, T, HS, wide};
-    }
+        : C(NH * HS), ntiles(((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1),
+          out0((size_t)(bh / NH) * T * C + bh % NH * HS),
+          qs{qkv + (size_t)(bh / NH) * T * 3 * C + bh % NH * HS, 3 * (size_t)C, T, HS, wide},
+          ks{qs.p + C, qs.stride, T, HS, wide}, vs{qs.p + 2 * C, qs.stride, T, HS, wide} {}
     // the block's queries to Qs, the first key and value tiles to KV (leading dimension ld)
     template <int BC, int HSP>
     __device__ void load_first(floatX* Qs, floatX* KV, int ld) const {
@@ -323,11 +327,11 @@ struct FaFwd {
     static constexpr size_t bytes = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX)) + 128;
 };
 
-// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first); warp w takes
-// query rows 16w.. of the block's 64. Per key tile: S = Q K^T in C fragments, the online softmax on them (a row's
-// statistics over the 4 lanes of its group: two xor shuffles), O rescaled in registers, and P, rounded to floatX,
-// taken as the A operand of P V where it lies: the C fragments of n-tiles 2kk and 2kk + 1 are A's layout for keys
-// 16kk... Each lane sums l over its own columns; the group adds them up at the end.
+// Block (FaFwdBlock), warp w: query rows 16w.. of the block's 64 (at B 8, T 1024, NH 12: 1536 blocks, about 4 waves
+// of 3 blocks on 132 SMs; each key tile read from shared memory by 4 warps). Per key tile: S = Q K^T in C fragments,
+// the online softmax on them (a row's statistics over the 4 lanes of its group: two xor shuffles), O rescaled in
+// registers, and P, rounded to floatX, taken as the A operand of P V where it lies: the C fragments of n-tiles 2kk
+// and 2kk + 1 are A's layout for keys 16kk... Each lane sums l over its own columns; the group adds them at the end.
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -344,12 +348,10 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     const int srow = lane % 8 + 8 * (lane / 16), scol = 8 * (lane / 8 % 2);
 
     const FaFwdBlock blk(qkv, T, NH, HS, BC, wide);
-    const int bh = blk.bh, q0 = blk.q0, ntiles = blk.ntiles;
-    const FaRows &ks = blk.ks, &vs = blk.vs;
+    const int q0 = blk.q0;
     blk.load_first<BC, HSP>(Qs, KV, L::LDX);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     __syncthreads();
-
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
     for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
     float o[NO][4] = {};
@@ -357,11 +359,11 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     const int t = q0 + r0 + g;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
-    for (int kt = 0; kt < ntiles; kt++) {
+    for (int kt = 0; kt < blk.ntiles; kt++) {
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
+        if (kt + 1 < blk.ntiles) { kv.fetch(blk.ks, blk.vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T: B (channels x keys) of n-tiles 2n and 2n + 1 are key rows 16n.. read as stored
         float s[NS][4] = {};
         for (int c = 0; c < NK; c++) {
@@ -382,17 +384,13 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
             }
         }
-        float corr[2];
         for (int r = 0; r < 2; r++) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            float m_new = fmaxf(m_run[r], mx[r]);  // finite: key 0 is in the first tile of every row
-            corr[r] = exp2f(m_run[r] - m_new);
+            const float m_new = fmaxf(m_run[r], mx[r]), corr = exp2f(m_run[r] - m_new);  // finite: key 0 is in tile 0
             m_run[r] = m_new;
-            l_run[r] *= corr[r];
-        }
-        for (int n = 0; n < NO; n++) {
-            for (int e = 0; e < 4; e++) { o[n][e] *= corr[e / 2]; }
+            l_run[r] *= corr;
+            for (int n = 0; n < NO; n++) { o[n][2 * r] *= corr; o[n][2 * r + 1] *= corr; }
         }
         // O += P V, 16 keys at a time; B (keys x channels) of n-tiles 2n and 2n + 1 read transposed
         for (int kk = 0; kk < BC / 16; kk++) {
@@ -412,7 +410,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 fa_mma_16816(o[2 * n + 1], pa, {vb[2], vb[3]});
             }
         }
-        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
+        if (kt + 1 < blk.ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, blk.ks, blk.vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2; the rows staged as floatX where the warp's queries were
@@ -420,27 +418,16 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     for (int r = 0; r < 2; r++) {
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-        if (j == 0 && t + 8 * r < T) { lse[(size_t)bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
+        if (j == 0 && t + 8 * r < T) { lse[(size_t)blk.bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
         const float inv = 1.0f / l_run[r];
         for (int n = 0; n < NO; n++) {
             FaPair v = {{(floatX)(o[n][2 * r] * inv), (floatX)(o[n][2 * r + 1] * inv)}};
             *(FaPair*)(stage + (g + 8 * r) * L::LDX + 8 * n + 2 * j) = v;
         }
     }
-    __syncwarp(0xffffffffu);
-    constexpr int per_row = HSP / FA_VEC;
-    floatX* dst = out + blk.out0;
-    for (int e = lane; e < FA_ROWS * per_row; e += 32) {
-        int row = e / per_row, c = e % per_row * FA_VEC, tr = q0 + r0 + row;
-        if (tr >= T || c >= HS) { continue; }
-        const floatX* src = stage + row * L::LDX + c;
-        if (wide) {
-            *(FaVec*)(dst + (size_t)tr * blk.C + c) = *(const FaVec*)src;
-        } else {
-            for (int k = 0; k < FA_VEC && c + k < HS; k++) { dst[(size_t)tr * blk.C + c + k] = src[k]; }
-        }
-    }
+    fa_copy_rows<HSP>(out + blk.out0, blk.C, stage, L::LDX, q0 + r0, T, HS, wide);
 }
+
 // ----------------------------------------------------------------------------
 // backward
 
