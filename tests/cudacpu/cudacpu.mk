@@ -59,10 +59,11 @@ tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJ
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
 # attention.cuh's ldmatrix and mma.m16n8k16 as the layer runs them (shuffles), both precisions, against the PTX layouts
-tests/bin/test_mma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+tests/bin/test_mma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh cuda_common.cuh $(COMMON_HEADERS) \
+		$(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -iquote $(CUDACPU_SRC) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
-tests/bin/test_mma_fp32_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh $(CUDACPU_OBJS) \
-		$(CUDACPU_HEADERS)
+tests/bin/test_mma_fp32_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh cuda_common.cuh $(COMMON_HEADERS) \
+		$(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -iquote $(CUDACPU_SRC) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
 # misuse the layer must catch (tests/cudacpu/test_misuse.sh)

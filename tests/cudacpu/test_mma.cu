@@ -24,15 +24,7 @@ typedef float floatX;
 #else
 typedef __nv_bfloat16 floatX;
 #endif
-#define cudaCheck(call)                                                                                        \
-    do {                                                                                                       \
-        cudaError_t err_ = (call);                                                                             \
-        if (err_ != cudaSuccess) {                                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));           \
-            exit(1);                                                                                           \
-        }                                                                                                      \
-    } while (0)
-#define cudaCheckLaunch() cudaCheck(cudaGetLastError())
+#include "cuda_common.cuh"  // cudaCheck, cudaCheckLaunch
 static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 #include "attention.cuh"
 
