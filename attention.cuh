@@ -374,20 +374,21 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 fa_mma_16816(s[2 * n + 1], qa[c], {kb[2], kb[3]});
             }
         }
-        // log2 units; keys past the row's query -inf, only where the tile reaches past the warp's first query
-        const bool crosses = k0 + BC - 1 > q0 + r0;
-        float mx[2] = {-INFINITY, -INFINITY};
-        for (int n = 0; n < NS; n++) {
-            for (int e = 0; e < 4; e++) {
-                s[n][e] *= scale_log2;
-                if (crosses && k0 + 8 * n + 2 * j + e % 2 > t + 8 * (e / 2)) { s[n][e] = -INFINITY; }
-                mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+        if (k0 + BC - 1 > q0 + r0) {  // the tile crosses the warp's diagonal: keys past the row's query -inf
+            for (int n = 0; n < NS; n++) {
+                for (int e = 0; e < 4; e++) {
+                    if (k0 + 8 * n + 2 * j + e % 2 > t + 8 * (e / 2)) { s[n][e] = -INFINITY; }
+                }
             }
         }
-        for (int r = 0; r < 2; r++) {
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < NS; n++) {
+            for (int e = 0; e < 4; e++) { mx[e / 2] = fmaxf(mx[e / 2], s[n][e]); }
+        }
+        for (int r = 0; r < 2; r++) {  // the row max in log2 units, finite: key 0 is in the first tile of every row
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float m_new = fmaxf(m_run[r], mx[r]), corr = exp2f(m_run[r] - m_new);  // finite: key 0 is in tile 0
+            const float m_new = fmaxf(m_run[r], mx[r] * scale_log2), corr = exp2f(m_run[r] - m_new);
             m_run[r] = m_new;
             l_run[r] *= corr;
             for (int n = 0; n < NO; n++) { o[n][2 * r] *= corr; o[n][2 * r + 1] *= corr; }
@@ -398,7 +399,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
             for (int i = 0; i < 4; i++) {
                 const float* c4 = s[2 * kk + i / 2];
                 for (int k = 0; k < 2; k++) {
-                    float p = exp2f(c4[2 * (i % 2) + k] - m_run[i % 2]);
+                    float p = exp2f(fmaf(c4[2 * (i % 2) + k], scale_log2, -m_run[i % 2]));
                     pa[i].x[k] = (floatX)p;
                     l_run[i % 2] += p;
                 }
