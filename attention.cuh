@@ -9,7 +9,9 @@ sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later:
 Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, streaming key and value tiles
 through shared memory; per tile each warp forms S = Q K^T, then the online softmax (log2 units: s log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
-and at the end out = O / l, lse = (m + log2 l) ln 2.
+and at the end out = O / l, lse = (m + log2 l) ln 2. The tile products are PTX's warp-level mma.m16n8k16 with operands
+from ldmatrix, whose register layouts are documented: S, P and O never leave registers (a row of S lies with the 4
+lanes of a group, and S's accumulator layout is P's operand layout for P V); the causal mask only on diagonal tiles.
 
 Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
 tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
@@ -21,7 +23,7 @@ on B*NH and T only, so the gradients are bit-identical between runs and GPUs).
 
 The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS zero on load, never stored):
 tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile products run on tensor cores
-(WMMA: bf16 in, fp32 accumulation). Bytes, FLOPs and bounds: dev/cuda/README.md.
+(bf16 in, fp32 accumulation; the backward through WMMA). Bytes, FLOPs and bounds: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -30,20 +32,14 @@ tile sizes are compile-time constants. Tiles are double buffered in shared memor
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <type_traits>
 #include <cuda_runtime.h>
 
 // tensor cores for bf16 tiles from sm_80 on; fp32 loops otherwise (the FP32 build; an older device pass, never run)
 #if !defined(ENABLE_FP32) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
 #define FA_WMMA 1
 #include <mma.h>
-#endif
-
-// nvcc only: FA_ROLLED keeps a loop over shared-memory tiles rolled (unrolled, the compiler would
-// hoist every tile's loads at once: registers); the loops over fragments or registers unroll fully
-#ifdef __CUDACC__
-#define FA_ROLLED _Pragma("unroll 1")
-#else
-#define FA_ROLLED
 #endif
 
 #define FA_WARPS 4                       // warps per block
@@ -57,7 +53,7 @@ tile sizes are compile-time constants. Tiles are double buffered in shared memor
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
-// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 scores or probabilities of a row
+// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 values, one aligned load
 #define FA_VEC ((int)(16 / sizeof(floatX)))
 struct alignas(16) FaVec { floatX v[FA_VEC]; };
 template <typename F> struct alignas(4 * sizeof(F)) FaQuad { F v[4]; };
@@ -128,15 +124,6 @@ __device__ __forceinline__ void fa_fill_index_tile(float* tile) {
 __device__ __forceinline__ int fa_row(const FaAcc& idx, int i) { return (int)idx.x[i] >> 4; }
 __device__ __forceinline__ int fa_col(const FaAcc& idx, int i) { return (int)idx.x[i] & 15; }
 
-// each element of the warp's NF accumulators (16 rows x 16 NF columns) times its row's factor
-template <int NF>
-__device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, const float* rowf) {
-    for (int i = 0; i < FaAcc::num_elements; i++) {
-        float f = rowf[fa_row(idx, i)];
-        for (int c = 0; c < NF; c++) { o[c].x[i] *= f; }
-    }
-}
-
 // ----------------------------------------------------------------------------
 // tiles between global and shared memory
 
@@ -144,7 +131,8 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
 struct FaRows { const floatX* p; size_t stride; int T, HS; bool wide; };
 
 // FA_VEC floats as floatX at p: one 16-byte store where wide, else the first n of them one by one
-__device__ __forceinline__ void fa_store_vec(floatX* p, const float* a, int n, bool wide) {
+template <typename S>
+__device__ __forceinline__ void fa_store_vec(floatX* p, const S* a, int n, bool wide) {
     if (wide) {
         FaVec v;
         for (int k = 0; k < FA_VEC; k++) { v.v[k] = (floatX)a[k]; }
@@ -199,18 +187,25 @@ struct FaTilePair {
     }
 };
 
-// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> floatX rows [t0, t0 + 16) of dst (row
-// stride `stride`; rows below T, channels below HS), staged in fp32 at `stage` (leading dimension ld)
-template <int HSP>
-__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
-                                              int t0, int T, int HS, bool wide) {
+// a warp's 16 rows staged at `stage` (leading dimension ld, float or floatX) -> floatX rows [t0, t0 + 16) of dst (row
+// stride `stride`; rows below T, channels below HS)
+template <int HSP, typename S>
+__device__ __forceinline__ void fa_copy_rows(floatX* dst, size_t stride, const S* stage, int ld, int t0, int T, int HS,
+                                             bool wide) {
     constexpr int per_row = HSP / FA_VEC;
-    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
     __syncwarp(0xffffffffu);
     for (int e = threadIdx.x % 32; e < FA_ROWS * per_row; e += 32) {
         int row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
         if (t < T && c < HS) { fa_store_vec(dst + (size_t)t * stride + c, stage + row * ld + c, HS - c, wide); }
     }
+}
+
+// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> rows of dst as fa_copy_rows, staged in fp32
+template <int HSP>
+__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
+                                              int t0, int T, int HS, bool wide) {
+    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
+    fa_copy_rows<HSP>(dst, stride, stage, ld, t0, T, HS, wide);
 }
 
 // shared memory: regions 128-byte aligned from a 128-byte aligned base (the layouts add 128 of slack)
@@ -220,142 +215,218 @@ __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
 }
 
 // ----------------------------------------------------------------------------
-// forward
+// forward: warp-level tile products whose register layouts are documented (PTX ISA, mma.m16n8k16 with bf16 and
+// ldmatrix), so the scores never leave registers. With g = lane / 4 (a row group) and j = lane % 4:
+//   A (16 x 16): a[0] = (g, 2j..2j+1), a[1] = (g + 8, 2j..), a[2] = (g, 2j + 8..), a[3] = (g + 8, 2j + 8..)
+//   B (16 x 8):  b[0] = (2j..2j+1, g), b[1] = (2j + 8.., g)        C, D (16 x 8, fp32): (g, 2j..2j+1), (g + 8, 2j..)
+// ldmatrix x4: lanes 8i..8i+7 point at the 8 rows of 8 x 8 matrix i; register i of a lane holds (row g, columns 2j..)
+// of matrix i, or with .trans (rows 2j.., column g). nvcc's bf16 device code runs the instructions; the layer and the
+// FP32 build run the same register semantics from shuffles (fa_mma_16816, fa_ldmatrix_x4).
 
-// the forward's tile sizes and shared memory (byte offsets): the block's queries, two (keys, values)
-// buffers, per warp its scores (fp32) and probabilities (floatX), a factor per row, the index tile
+#if !defined(ENABLE_FP32) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FA_PTX 1
+#endif
+struct FaPair { floatX x[2]; };  // two adjacent elements of an operand row or column (bf16: one 32-bit register)
+
+// v of lane src (FaPair or pointer) through one 32- or 64-bit shuffle
+template <typename T>
+__device__ __forceinline__ T fa_shfl(T v, int src) {
+    typename std::conditional<sizeof(T) == 4, unsigned, unsigned long long>::type u;
+    static_assert(sizeof u == sizeof v, "a 32- or 64-bit value");
+    memcpy(&u, &v, sizeof u);
+    u = __shfl_sync(0xffffffffu, u, src);
+    memcpy(&v, &u, sizeof u);
+    return v;
+}
+
+// d (16 x 8, fp32) += a (16 x 16) . b (16 x 8), one warp
+__device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4], const FaPair (&b)[2]) {
+#ifdef FA_PTX
+    uint32_t ar[4], br[2];
+    memcpy(ar, a, sizeof ar);
+    memcpy(br, b, sizeof br);
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "r"(br[0]), "r"(br[1]));
+#else
+    // row g and g + 8 of a lie with the lanes of this row group, columns 2j and 2j + 1 of b with row groups 2j, 2j + 1
+    const int lane = threadIdx.x % 32, j = lane % 4;
+    for (int s = 0; s < 4; s++) {  // k = 2s, 2s + 1 (i = 0, 1), 2s + 8, 2s + 9 (i = 2, 3)
+        FaPair as[4], bs[4];         // as: a's registers of lane s of the group; bs[2n + r]: b[r] of column 2j + n
+        for (int i = 0; i < 4; i++) {
+            as[i] = fa_shfl(a[i], (lane & ~3) | s);
+            bs[i] = fa_shfl(b[i % 2], (2 * j + i / 2) * 4 + s);
+        }
+        for (int e = 0; e < 4; e++) {  // row g + 8 (e / 2), column 2j + e % 2
+            for (int i = 0; i < 4; i++) {
+                const FaPair &x = as[e / 2 + 2 * (i / 2)], &y = bs[2 * (e % 2) + i / 2];
+                d[e] += (float)x.x[i % 2] * (float)y.x[i % 2];
+            }
+        }
+    }
+#endif
+}
+
+// r = four 8 x 8 matrices from shared memory, row addresses from lanes 8i..8i+7 (16-byte aligned), one warp
+template <bool TRANS>
+__device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row) {
+#ifdef FA_PTX
+    uint32_t u[4], addr = (uint32_t)__cvta_generic_to_shared(row);
+    if (TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "r"(addr));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "r"(addr));
+    }
+    memcpy(r, u, sizeof u);
+#else
+    const int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 2; k++) {
+            const floatX* p = fa_shfl(row, 8 * i + (TRANS ? 2 * j + k : g));
+            r[i].x[k] = TRANS ? p[g] : p[2 * j + k];
+        }
+    }
+#endif
+}
+
+// a forward block: head bh = b * NH + h (blockIdx.x), queries from q0 (counted from the last: the blocks with the most
+// key tiles start first), key tiles of BC up to its last query, its q, k, v rows, its head's row 0 in out (B, T, C)
+struct FaFwdBlock {
+    int bh = blockIdx.x, C, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES, ntiles;
+    size_t out0;
+    FaRows qs, ks, vs;
+    __device__ FaFwdBlock(const floatX* qkv, int T, int NH, int HS, int BC, bool wide)
+        : C(NH * HS), ntiles(((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1),
+          out0((size_t)(bh / NH) * T * C + bh % NH * HS),
+          qs{qkv + (size_t)(bh / NH) * T * 3 * C + bh % NH * HS, 3 * (size_t)C, T, HS, wide},
+          ks{qs.p + C, qs.stride, T, HS, wide}, vs{qs.p + 2 * C, qs.stride, T, HS, wide} {}
+    // the block's queries to Qs, the first key and value tiles to KV (leading dimension ld)
+    template <int BC, int HSP>
+    __device__ void load_first(floatX* Qs, floatX* KV, int ld) const {
+        FaTileRegs<FA_QUERIES, HSP> qr;
+        qr.fetch(qs, q0);
+        qr.put(Qs, ld, qs, q0);
+        FaTilePair<BC, HSP> kv;
+        kv.fetch(ks, vs, 0);
+        kv.put(KV, ld, ks, vs, 0);
+    }
+};
+
+// the forward's tile sizes and shared memory (byte offsets): the block's queries (then the output rows staged), two
+// (keys, values) buffers; rows padded by 16 bytes, so the 8 rows of an ldmatrix matrix hit 8 different bank groups
 template <int HSP>
 struct FaFwd {
     static_assert(HSP % 16 == 0 && HSP <= FA_MAX_HS, "padded head sizes: multiples of 16 up to FA_MAX_HS");
-    static constexpr int BC = HSP <= 64 ? 64 : 32;         // keys per tile (fewer at 128, so that the tiles fit)
-    static constexpr int min_blocks = HSP <= 64 ? 3 : 2;   // blocks per SM the registers must allow
-    static constexpr int LDX = HSP + 8, LDS = BC + 8, LDP = BC + 8, LDO = HSP + 4;  // leading dimensions
+    static constexpr int BC = HSP <= 64 ? 64 : 32;        // keys per tile (fewer at 128: the O fragments' registers)
+    static constexpr int min_blocks = HSP <= 64 ? 3 : 2;  // blocks per SM the registers must allow
+    static constexpr int LDX = HSP + 16 / (int)sizeof(floatX);
     static constexpr size_t q = 0, kv = fa_round((size_t)FA_QUERIES * LDX * sizeof(floatX));  // kv: [buffer][k, v]
-    static constexpr size_t s = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX));
-    static constexpr size_t p = s + fa_round((size_t)FA_QUERIES * LDS * sizeof(float));
-    static constexpr size_t rowf = p + fa_round((size_t)FA_QUERIES * LDP * sizeof(floatX));
-    static constexpr size_t idx = rowf + fa_round((size_t)FA_QUERIES * sizeof(float));
-    static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
-    static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "the output rows, staged in fp32, reuse (k, v)");
+    static constexpr size_t bytes = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX)) + 128;
 };
 
-// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first)
+// Block (FaFwdBlock), warp w: query rows 16w.. of the block's 64 (at B 8, T 1024, NH 12: 1536 blocks, about 4 waves
+// of 3 blocks on 132 SMs; each key tile read from shared memory by 4 warps). Per key tile: S = Q K^T in C fragments,
+// the online softmax on them (a row's statistics over the 4 lanes of its group: two xor shuffles), O rescaled in
+// registers, and P, rounded to floatX, taken as the A operand of P V where it lies: the C fragments of n-tiles 2kk
+// and 2kk + 1 are A's layout for keys 16kk... Each lane sums l over its own columns; the group adds them at the end.
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
     typedef FaFwd<HSP> L;
-    constexpr int BC = L::BC, NF = HSP / 16;
+    constexpr int BC = L::BC, NK = HSP / 16, NS = BC / 8, NO = HSP / 8;  // k-steps of Q K^T, n-tiles of S and of O
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
     floatX* Qs = (floatX*)(sm + L::q);
     floatX* KV = (floatX*)(sm + L::kv);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * FA_ROWS;
-    float* S = (float*)(sm + L::s) + r0 * L::LDS;    // this warp's 16 score rows
-    floatX* P = (floatX*)(sm + L::p) + r0 * L::LDP;  // and probability rows
-    float* rowf = (float*)(sm + L::rowf) + r0;       // a factor per row (rescale, then 1/l)
-    float* idx_tile = (float*)(sm + L::idx);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, j = lane % 4, r0 = warp * FA_ROWS;
+    // this lane's row of an ldmatrix matrix: the 8 x 8 matrix lane / 8 at (8 * (lane / 8 % 2), 8 * (lane / 16))
+    // (A: rows 0-7, 8-15 of columns 0-7, then of 8-15) or, swapped, at (8 * (lane / 16), 8 * (lane / 8 % 2))
+    const int mrow = lane % 8 + 8 * (lane / 8 % 2), mcol = 8 * (lane / 16);
+    const int srow = lane % 8 + 8 * (lane / 16), scol = 8 * (lane / 8 % 2);
 
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS;
-    int q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES;
-    size_t stride = 3 * (size_t)C;
-    const floatX* qrows = qkv + (size_t)b * T * stride + h * HS;
-    const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
-                 vs = {qrows + 2 * C, stride, T, HS, wide};
-    int ntiles = ((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1;  // keys up to the block's last query
-
-    fa_fill_index_tile(idx_tile);
-    FaTileRegs<FA_QUERIES, HSP> qr;
-    qr.fetch(qs, q0);
-    qr.put(Qs, L::LDX, qs, q0);
+    const FaFwdBlock blk(qkv, T, NH, HS, BC, wide);
+    const int q0 = blk.q0;
+    blk.load_first<BC, HSP>(Qs, KV, L::LDX);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
-    kv.fetch(ks, vs, 0);
-    kv.put(KV, L::LDX, ks, vs, 0);
     __syncthreads();
+    FaPair qa[NK][4];  // the warp's 16 query rows as A operands
+    for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
+    float o[NO][4] = {};
+    // rows t and t + 8 (h = 0, 1): running max m (log2 units) of the row, this lane's part of the sum l
+    const int t = q0 + r0 + g;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
-    FaAcc idx, o[NF];
-    fa_load_acc(idx, idx_tile, 16);
-    FaA<FaRow> qf[NF];
-    for (int c = 0; c < NF; c++) {
-        fa_load(qf[c], Qs + r0 * L::LDX + 16 * c, L::LDX);
-        fa_zero(o[c]);
-    }
-    // the row statistics: lanes 2r and 2r + 1 share row r of the warp, each reducing the 4-column
-    // chunks 8i + 4 * half of it; both keep the row's running max m (log2 units) and sum l
-    const int rr = lane >> 1, half = lane & 1, t = q0 + r0 + rr;
-    float m_run = -INFINITY, l_run = 0.0f;
-
-    for (int kt = 0; kt < ntiles; kt++) {
+    for (int kt = 0; kt < blk.ntiles; kt++) {
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
-        // S = Q K^T for the warp's 16 rows
-        FA_ROLLED
-        for (int j = 0; j < BC / 16; j++) {
-            FaAcc s;
-            fa_zero(s);
-            for (int c = 0; c < NF; c++) {
-                FaB<FaCol> kb;
-                fa_load(kb, Ks + 16 * j * L::LDX + 16 * c, L::LDX);
-                fa_mma(s, qf[c], kb);
-            }
-            fa_store_acc(S + 16 * j, s, L::LDS);
-        }
-        __syncwarp(0xffffffffu);
-        // online softmax of row rr: scaled, masked (key > query: -inf), the new max, P, the sum
-        float mx = -INFINITY;
-        const float* Srow = S + rr * L::LDS;
-        for (int i = 0; i < BC / 8; i++) {
-            int col = 8 * i + 4 * half;
-            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
-            for (int e = 0; e < 4; e++) {
-                if (k0 + col + e <= t) { mx = fmaxf(mx, a.v[e]); }
+        if (kt + 1 < blk.ntiles) { kv.fetch(blk.ks, blk.vs, k0 + BC); }  // in flight during this tile's math
+        // S = Q K^T: B (channels x keys) of n-tiles 2n and 2n + 1 are key rows 16n.. read as stored
+        float s[NS][4] = {};
+        for (int c = 0; c < NK; c++) {
+            for (int n = 0; n < NS / 2; n++) {
+                FaPair kb[4];
+                fa_ldmatrix_x4<false>(kb, Ks + (16 * n + srow) * L::LDX + 16 * c + scol);
+                fa_mma_16816(s[2 * n], qa[c], {kb[0], kb[1]});
+                fa_mma_16816(s[2 * n + 1], qa[c], {kb[2], kb[3]});
             }
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)) * scale_log2;
-        float m_new = fmaxf(m_run, mx);  // finite: key 0 is in the first tile of every row
-        float corr = exp2f(m_run - m_new), sum = 0.0f;
-        for (int i = 0; i < BC / 8; i++) {
-            int col = 8 * i + 4 * half;
-            FaQuad<float> a = *(const FaQuad<float>*)(Srow + col);
-            FaQuad<floatX> pq;
-            for (int e = 0; e < 4; e++) {
-                float p = k0 + col + e <= t ? exp2f(a.v[e] * scale_log2 - m_new) : 0.0f;
-                pq.v[e] = (floatX)p;
-                sum += p;
+        if (k0 + BC - 1 > q0 + r0) {  // the tile crosses the warp's diagonal: keys past the row's query -inf
+            for (int n = 0; n < NS; n++) {
+                for (int e = 0; e < 4; e++) {
+                    if (k0 + 8 * n + 2 * j + e % 2 > t + 8 * (e / 2)) { s[n][e] = -INFINITY; }
+                }
             }
-            *(FaQuad<floatX>*)(P + rr * L::LDP + col) = pq;
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l_run = l_run * corr + sum;
-        m_run = m_new;
-        if (half == 0) { rowf[rr] = corr; }
-        __syncwarp(0xffffffffu);
-        // O = O * corr + P V
-        fa_scale_rows(o, idx, rowf);
-        FA_ROLLED
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < NS; n++) {
+            for (int e = 0; e < 4; e++) { mx[e / 2] = fmaxf(mx[e / 2], s[n][e]); }
+        }
+        for (int r = 0; r < 2; r++) {  // the row max in log2 units, finite: key 0 is in the first tile of every row
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m_run[r], mx[r] * scale_log2), corr = exp2f(m_run[r] - m_new);
+            m_run[r] = m_new;
+            l_run[r] *= corr;
+            for (int n = 0; n < NO; n++) { o[n][2 * r] *= corr; o[n][2 * r + 1] *= corr; }
+        }
+        // O += P V, 16 keys at a time; B (keys x channels) of n-tiles 2n and 2n + 1 read transposed
         for (int kk = 0; kk < BC / 16; kk++) {
-            FaA<FaRow> pa;
-            fa_load(pa, P + 16 * kk, L::LDP);
-            for (int c = 0; c < NF; c++) {
-                FaB<FaRow> vb;
-                fa_load(vb, Vs + 16 * kk * L::LDX + 16 * c, L::LDX);
-                fa_mma(o[c], pa, vb);
+            FaPair pa[4];
+            for (int i = 0; i < 4; i++) {
+                const float* c4 = s[2 * kk + i / 2];
+                for (int k = 0; k < 2; k++) {
+                    float p = exp2f(fmaf(c4[2 * (i % 2) + k], scale_log2, -m_run[i % 2]));
+                    pa[i].x[k] = (floatX)p;
+                    l_run[i % 2] += p;
+                }
+            }
+            for (int n = 0; n < NO / 2; n++) {
+                FaPair vb[4];
+                fa_ldmatrix_x4<true>(vb, Vs + (16 * kk + mrow) * L::LDX + 16 * n + mcol);
+                fa_mma_16816(o[2 * n], pa, {vb[0], vb[1]});
+                fa_mma_16816(o[2 * n + 1], pa, {vb[2], vb[3]});
             }
         }
-        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
+        if (kt + 1 < blk.ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, blk.ks, blk.vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
-    // out = O / l, lse = (m + log2 l) ln 2
-    __syncwarp(0xffffffffu);
-    if (half == 0) {
-        rowf[rr] = 1.0f / l_run;
-        if (t < T) { lse[(size_t)bh * T + t] = (m_run + log2f(l_run)) * FA_LN2; }
+    // out = O / l, lse = (m + log2 l) ln 2; the rows staged as floatX where the warp's queries were
+    floatX* stage = Qs + r0 * L::LDX;
+    for (int r = 0; r < 2; r++) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+        if (j == 0 && t + 8 * r < T) { lse[(size_t)blk.bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
+        const float inv = 1.0f / l_run[r];
+        for (int n = 0; n < NO; n++) {
+            FaPair v = {{(floatX)(o[n][2 * r] * inv), (floatX)(o[n][2 * r + 1] * inv)}};
+            *(FaPair*)(stage + (g + 8 * r) * L::LDX + 8 * n + 2 * j) = v;
+        }
     }
-    __syncwarp(0xffffffffu);
-    fa_scale_rows(o, idx, rowf);
-    float* stage = (float*)(sm + L::kv) + r0 * L::LDO;
-    fa_store_rows<HSP>(out + (size_t)b * T * C + h * HS, C, o, stage, L::LDO, q0 + r0, T, HS, wide);
+    fa_copy_rows<HSP>(out + blk.out0, blk.C, stage, L::LDX, q0 + r0, T, HS, wide);
 }
 
 // ----------------------------------------------------------------------------

@@ -69,12 +69,13 @@ plant() {
     fi
 }
 # attention (attention.cuh), on its shape: in the forward and the backward kernels a barrier, a
-# mask and the online-softmax bookkeeping; the dQ splits' first store and their sum's bound
+# mask and the online-softmax bookkeeping; the dQ splits' first store and their sum's bound (the
+# forward's barrier under `warp`: the shuffles of its tile products keep lock-step schedules in step)
 plant flash attention.cuh 's/        __syncthreads();  \/\/ the next tile is in place; this one.s buffer is free/        \/\/ (barrier planted away)/' \
-    "forward: no barrier between a key tile's math and the next tile's buffer" "$work/att"
-plant flash attention.cuh 's/float p = k0 + col + e <= t ? /float p = k0 + col + e < t ? /' \
+    "forward: no barrier between a key tile's math and the next tile's buffer" "$work/att" warp
+plant flash attention.cuh 's/if (k0 + 8 \* n + 2 \* j + e % 2 > t + 8 \* (e \/ 2))/if (k0 + 8 * n + 2 * j + e % 2 >= t + 8 * (e \/ 2))/' \
     "forward mask off by one (diagonal excluded)" "$work/att"
-plant flash attention.cuh 's/l_run = l_run \* corr + sum;/l_run = l_run + sum;/' "forward running sum not rescaled" "$work/att"
+plant flash attention.cuh 's/l_run\[r\] \*= corr;/l_run[r] *= 1.0f;/' "forward running sum not rescaled" "$work/att"
 plant flash attention.cuh 's/float p = k0 + r0 + row <= q0 + col ? /float p = k0 + r0 + row < q0 + col ? /' \
     "backward mask off by one (diagonal excluded)" "$work/att"
 plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/float ds = p * dp.x[i] * scale;/' \

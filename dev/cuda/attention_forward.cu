@@ -20,14 +20,20 @@ version 3: flash attention with its accumulators in shared memory (attention_fla
            of 64 queries (16 per warp), key and value tiles loaded one bf16 at a time, WMMA
            tile products, O round-tripping through shared memory in fp32 every tile, the online
            softmax 16 rows at a time with full-warp reductions; saves the row log-sum-exp.
-version 4: the trainer's forward (../../attention.cuh, flash_attention_forward): FlashAttention-2's
-           design at a compile-time padded head size (16, 32, 64, 128): 16-byte loads of the q, k,
-           v tiles, the next key/value tile loaded during the current one's math, O in WMMA
-           accumulator fragments across the key tiles (rescaled per row through a row-index
-           fragment), two lanes per row for the softmax statistics; saves the row log-sum-exp.
+version 4: FlashAttention-2's design on WMMA fragments (attention_fwd_wmma.h) at a compile-time
+           padded head size (16, 32, 64, 128): 16-byte loads of the q, k, v tiles, the next
+           key/value tile loaded during the current one's math, O in WMMA accumulator fragments
+           across the key tiles (rescaled per row through a row-index fragment); the fragments' layout
+           is hidden, so S (fp32) and P (bf16) go through shared memory every tile, two lanes per
+           row for the softmax statistics; saves the row log-sum-exp.
+version 5: the trainer's forward (../../attention.cuh, flash_attention_forward): version 4's tiles and
+           loads with PTX's mma.m16n8k16 and ldmatrix, whose register layouts are documented: S stays
+           in C fragments, the online softmax runs on them (a row's statistics over the 4 lanes that
+           hold it), O is rescaled in registers and P becomes the A operand of P V in registers;
+           the causal mask only on tiles that cross the diagonal.
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention; attention_ref.h,
-shared with attention_backward.cu): out, and lse for versions 3 and 4. Timing in ms and in
+shared with attention_backward.cu): out, and lse for versions 3 to 5. Timing in ms and in
 TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_forward.cu -o attention_forward -lcublas
@@ -39,6 +45,7 @@ a GPU yet, so no timing.
 #include "attention_ref.h"
 #include "attention_flash_smem.h"
 #include "attention.cuh"
+#include "attention_fwd_wmma.h"
 
 #define BATCH 8    // B (default; B= on the command line)
 #define SEQ 1024   // T (T=)
@@ -133,14 +140,15 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_attention_reference(); }
     int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE;
     const SizeArg sizes[] = {{"B", &B}, {"T", &T}, {"NH", &NH}, {"HS", &HS}};
-    int only = parse_args(argc, argv, 4, sizes, 4);
+    int only = parse_args(argc, argv, 5, sizes, 4);
     // the versions that take this size (a version named on the command line must; without one, the
     // others are skipped with a line that says why)
-    char why[4][200] = {"", "", "", ""};
+    char why[5][200] = {"", "", "", "", ""};
     if (HS != HSIZE) { snprintf(why[1], sizeof why[1], "version 2 is compiled for HS = %d", HSIZE); }
     int tile3 = fs_attention_tile(HS, why[2], sizeof why[2]);
-    (void)flash_attention_supported(HS, why[3], sizeof why[3]);  // fills why[3] where it does not
-    for (int v = 1; v <= 4; v++) {
+    (void)flash_attention_supported(HS, why[4], sizeof why[4]);  // fills why[4] where it does not
+    memcpy(why[3], why[4], sizeof why[3]);  // version 4: the same head sizes (its shared memory fits wherever 5's does)
+    for (int v = 1; v <= 5; v++) {
         if (why[v - 1][0] != '\0' && only == v) { size_error(argv[0], why[v - 1]); }
     }
     const int C = NH * HS;
@@ -155,7 +163,7 @@ int main(int argc, char** argv) {
     bf16* d_qkv = to_device_bf16(qkv, nqkv);
     bf16* d_out = (bf16*)device_alloc(nout * sizeof(bf16));
     V1Scratch sc = v1_scratch_alloc(B, T, NH, HS);
-    float* d_lse = (float*)device_alloc(nlse * sizeof(float));  // versions 3 and 4
+    float* d_lse = (float*)device_alloc(nlse * sizeof(float));  // versions 3 to 5
     cublasHandle_t handle;
     cublas_check(cublasCreate(&handle), __LINE__);
 
@@ -167,7 +175,7 @@ int main(int argc, char** argv) {
     float* got_lse = (float*)host_alloc(nlse * sizeof(float));
 
     double flops = 4.0 * B * NH * HS * (double)T * (T + 1) / 2;
-    for (int v = 1; v <= 4; v++) {
+    for (int v = 1; v <= 5; v++) {
         if (only && v != only) { continue; }
         if (why[v - 1][0] != '\0') {
             printf("(version %d skipped: %s)\n", v, why[v - 1]);
@@ -182,6 +190,8 @@ int main(int argc, char** argv) {
                 cudaCheckLaunch();
             } else if (v == 3) {
                 fs_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, tile3);
+            } else if (v == 4) {
+                wmma_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
             } else {
                 flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
             }

@@ -58,6 +58,14 @@ tests/bin/train_gpt2cu_fakenccl_cpu: $(CUDACPU_TRAIN_SRCS) $(CUDACPU_OBJS) $(COM
 tests/bin/test_wmma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_wmma.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
+# attention.cuh's ldmatrix and mma.m16n8k16 as the layer runs them (shuffles), both precisions, against the PTX layouts
+tests/bin/test_mma_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh cuda_common.cuh $(COMMON_HEADERS) \
+		$(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -iquote $(CUDACPU_SRC) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+tests/bin/test_mma_fp32_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_mma.cu $(CUDACPU_SRC)/attention.cuh cuda_common.cuh $(COMMON_HEADERS) \
+		$(CUDACPU_OBJS) $(CUDACPU_HEADERS)
+	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -DENABLE_FP32 -iquote $(CUDACPU_SRC) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
+
 # misuse the layer must catch (tests/cudacpu/test_misuse.sh)
 tests/bin/test_misuse_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_misuse.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
@@ -66,7 +74,8 @@ tests/bin/test_misuse_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_misuse.cu $(CUDACPU
 tests/bin/test_schedule_cpu: $(CUDACPU_SRC)/tests/cudacpu/test_schedule.cu $(CUDACPU_OBJS) $(CUDACPU_HEADERS)
 	$(CUDACPU_CXX) $(CUDACPU_KERNEL_FLAGS) -x c++ $< -x none $(CUDACPU_OBJS) -o $@ -lm
 
-CUDACPU_TESTS = tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_gpt2cu_cpu tests/bin/test_wmma_cpu tests/bin/test_misuse_cpu \
+CUDACPU_TESTS = tests/bin/test_gpt2cu_fp32_cpu tests/bin/test_gpt2cu_cpu tests/bin/test_wmma_cpu tests/bin/test_mma_cpu \
+	tests/bin/test_mma_fp32_cpu tests/bin/test_misuse_cpu \
 	tests/bin/test_schedule_cpu \
 	tests/bin/train_gpt2cu_cpu tests/bin/train_gpt2cu_fp32_cpu
 

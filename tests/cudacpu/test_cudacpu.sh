@@ -37,6 +37,17 @@ else
     failed=1
 fi
 
+# attention.cuh's ldmatrix and mma emulation against the PTX ISA's register layouts (BF16 and FP32 builds)
+for prec in "" _fp32; do
+    if tests/bin/test_mma${prec}_cpu > "$log" 2>&1; then
+        echo "test-cudacpu: ldmatrix and mma.m16n8k16${prec:+ (FP32)}: $(cat "$log")"
+    else
+        cat "$log"
+        echo "test-cudacpu: ldmatrix and mma.m16n8k16${prec:+ (FP32)}: FAILED"
+        failed=1
+    fi
+done
+
 # barrier, shuffle, WMMA and memory misuse the layer must report
 bash tests/cudacpu/test_misuse.sh || failed=1
 
