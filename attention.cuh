@@ -320,9 +320,10 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     FaTileRegs<FA_QUERIES, HSP> qr;
     qr.fetch(qs, q0);
     qr.put(Qs, L::LDX, qs, q0);
+    FaTilePair<BC, HSP> kv0;  // the first key and value tiles
+    kv0.fetch(ks, vs, 0);
+    kv0.put(KV, L::LDX, ks, vs, 0);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
-    kv.fetch(ks, vs, 0);
-    kv.put(KV, L::LDX, ks, vs, 0);
     __syncthreads();
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
     for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
