@@ -138,9 +138,8 @@ __device__ __forceinline__ void fa_store_vec(floatX* p, const S* a, int n, bool 
     }
 }
 
-// ROWS rows of HSP channels, from row t0 of each of N tensors g (zero past HS and T), to shared memory: tile n at
-// dst + n * ROWS * ld (leading dimension ld). fetch issues the vector loads before the tile's math, put stores them
-// after; not wide (all of g alike), put copies (prefetching costs registers).
+// N tiles of ROWS rows from t0 (zero past T and HS) of HSP channels, tile n from g[n] to dst + n * ROWS * ld: fetch
+// issues the vector loads before the tile's math, put stores them after; not wide (g alike), put copies (no registers).
 template <int ROWS, int HSP, int N>
 struct FaTiles {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
@@ -431,12 +430,9 @@ struct FaQueryStep {
     float stat = 0.0f;
     __device__ __forceinline__ void fetch(const FaRows& q, const FaRows& dO, const float* lse, const float* D, int q0) {
         qdo.fetch({q, dO}, q0);
-        int t = q0 + threadIdx.x % BQ;
-        if (threadIdx.x < BQ) {
-            stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY;
-        } else if (threadIdx.x < 2 * BQ) {
-            stat = t < q.T ? D[t] : 0.0f;
-        }
+        const int t = q0 + threadIdx.x % BQ;
+        if (threadIdx.x < BQ) { stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY; }
+        if (threadIdx.x >= BQ && threadIdx.x < 2 * BQ) { stat = t < q.T ? D[t] : 0.0f; }
     }
     __device__ __forceinline__ void put(floatX* QD, float* ST, int u, const FaRows& q, const FaRows& dO, int q0) {
         qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, {q, dO}, q0);
