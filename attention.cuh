@@ -42,8 +42,7 @@ load, never stored); tiles double buffered in shared memory; bf16 products, fp32
 #define FA_QUERIES (FA_WARPS * FA_ROWS)  // forward: queries per block (64)
 #define FA_KEYS (FA_WARPS * FA_ROWS)     // backward: keys per block (64)
 #define FA_MAX_HS 128                    // the largest head size (padded sizes 16, 32, 64, 128)
-// the backward's target blocks (heads times dQ splits): several waves at two blocks per SM on 100 to 150 SMs
-#define FA_BACKWARD_BLOCKS 1024
+#define FA_BACKWARD_BLOCKS 1024          // backward: target blocks (heads x dQ splits), waves of 2 per SM, 100-150 SMs
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
@@ -138,33 +137,46 @@ __device__ __forceinline__ void fa_store_vec(floatX* p, const S* a, int n, bool 
     }
 }
 
-// N tiles of ROWS rows from t0 (zero past T and HS) of HSP channels, tile n from g[n] to dst + n * ROWS * ld: fetch
-// issues the vector loads before the tile's math, put stores them after; not wide (g alike), put copies (no registers).
-template <int ROWS, int HSP, int N>
-struct FaTiles {
+// ROWS rows of HSP channels from row t0 (zero past HS and T) to shared memory: fetch issues the vector loads before the
+// tile's math, put stores them at dst (leading dimension ld) after; not wide, put copies (prefetching costs registers).
+template <int ROWS, int HSP>
+struct FaTileRegs {
     static constexpr int per_row = HSP / FA_VEC, count = ROWS * per_row / FA_THREADS;  // vectors per row, per thread
     static_assert(ROWS * per_row % FA_THREADS == 0, "whole vectors per thread");
-    FaVec v[N][count];
-    __device__ __forceinline__ void fetch(const FaRows (&g)[N], int t0) {
-        if (!g[0].wide) { return; }
-        for (int n = 0; n < N; n++) {
-            for (int i = 0; i < count; i++) {
-                int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
-                v[n][i] = t < g[n].T && c < g[n].HS ? *(const FaVec*)(g[n].p + (size_t)t * g[n].stride + c) : FaVec{};
-            }
+    FaVec v[count];
+    __device__ __forceinline__ void fetch(const FaRows& g, int t0) {
+        if (!g.wide) { return; }
+        for (int i = 0; i < count; i++) {
+            int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC, t = t0 + row;
+            v[i] = t < g.T && c < g.HS ? *(const FaVec*)(g.p + (size_t)t * g.stride + c) : FaVec{};  // {}: zeros
         }
     }
-    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows (&g)[N], int t0) const {
-        for (int n = 0; n < N; n++) {
-            for (int i = 0; i < count && g[0].wide; i++) {  // wide: the fetched vectors
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& g, int t0) const {
+        if (g.wide) {
+            for (int i = 0; i < count; i++) {
                 int e = threadIdx.x + i * FA_THREADS, row = e / per_row, c = e % per_row * FA_VEC;
-                *(FaVec*)(dst + (n * ROWS + row) * ld + c) = v[n][i];
+                *(FaVec*)(dst + row * ld + c) = v[i];
             }
-            for (int e = threadIdx.x; e < ROWS * HSP && !g[0].wide; e += FA_THREADS) {  // else a copy
-                int row = n * ROWS + e / HSP, c = e % HSP, t = t0 + e / HSP;
-                dst[row * ld + c] = t < g[n].T && c < g[n].HS ? g[n].p[(size_t)t * g[n].stride + c] : (floatX)0.0f;
-            }
+            return;
         }
+        for (int e = threadIdx.x; e < ROWS * HSP; e += FA_THREADS) {
+            int row = e / HSP, c = e % HSP, t = t0 + row;
+            dst[row * ld + c] = t < g.T && c < g.HS ? g.p[(size_t)t * g.stride + c] : (floatX)0.0f;
+        }
+    }
+};
+
+// two tiles of the same rows (keys and values, or queries and dO), the second ROWS rows after the first
+template <int ROWS, int HSP>
+struct FaTilePair {
+    FaTileRegs<ROWS, HSP> a, b;
+    __device__ __forceinline__ void fetch(const FaRows& ga, const FaRows& gb, int t0) {
+        a.fetch(ga, t0);
+        b.fetch(gb, t0);
+    }
+    __device__ __forceinline__ void put(floatX* dst, int ld, const FaRows& ga, const FaRows& gb, int t0) const {
+        a.put(dst, ld, ga, t0);
+        b.put(dst + ROWS * ld, ld, gb, t0);
     }
 };
 
@@ -304,12 +316,13 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     const floatX* qrows = qkv + (size_t)(bh / NH) * T * 3 * C + (size_t)(bh % NH) * HS;
     const FaRows qs = {qrows, 3 * (size_t)C, T, HS, wide}, ks = {qrows + C, qs.stride, T, HS, wide},
                  vs = {qrows + 2 * C, qs.stride, T, HS, wide};
-    FaTiles<FA_QUERIES, HSP, 1> qr;
-    qr.fetch({qs}, q0);
-    qr.put(Qs, L::LDX, {qs}, q0);
-    FaTiles<BC, HSP, 2> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
-    kv.fetch({ks, vs}, 0);
-    kv.put(KV, L::LDX, {ks, vs}, 0);
+    FaTileRegs<FA_QUERIES, HSP> qr;
+    qr.fetch(qs, q0);
+    qr.put(Qs, L::LDX, qs, q0);
+    FaTilePair<BC, HSP> kv0;  // the first key and value tiles
+    kv0.fetch(ks, vs, 0);
+    kv0.put(KV, L::LDX, ks, vs, 0);
+    FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     __syncthreads();
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
     for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) { kv.fetch({ks, vs}, k0 + BC); }  // in flight during this tile's math
+        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T: B (channels x keys) of n-tiles 2n and 2n + 1 are key rows 16n.. read as stored
         float s[NS][4] = {};
         for (int c = 0; c < NK; c++) {
@@ -368,7 +381,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 fa_mma_16816(o[2 * n + 1], pa, {vb[2], vb[3]});
             }
         }
-        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, {ks, vs}, k0 + BC); }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2; the rows staged as floatX where the warp's queries were
@@ -426,16 +439,19 @@ struct FaBwd {
 // 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query
 template <int BQ, int HSP>
 struct FaQueryStep {
-    FaTiles<BQ, HSP, 2> qdo;
+    FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
     __device__ __forceinline__ void fetch(const FaRows& q, const FaRows& dO, const float* lse, const float* D, int q0) {
-        qdo.fetch({q, dO}, q0);
-        const int t = q0 + threadIdx.x % BQ;
-        if (threadIdx.x < BQ) { stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY; }
-        if (threadIdx.x >= BQ && threadIdx.x < 2 * BQ) { stat = t < q.T ? D[t] : 0.0f; }
+        qdo.fetch(q, dO, q0);
+        int t = q0 + threadIdx.x % BQ;
+        if (threadIdx.x < BQ) {
+            stat = t < q.T ? lse[t] * FA_LOG2E : INFINITY;
+        } else if (threadIdx.x < 2 * BQ) {
+            stat = t < q.T ? D[t] : 0.0f;
+        }
     }
     __device__ __forceinline__ void put(floatX* QD, float* ST, int u, const FaRows& q, const FaRows& dO, int q0) {
-        qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, {q, dO}, q0);
+        qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, q, dO, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
@@ -476,9 +492,9 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     for (int kt = split; kt < nkt; kt += nsplits) {
         const int k0 = kt * FA_KEYS;
         __syncthreads();  // the previous key tile's last reads of shared memory are done
-        FaTiles<FA_KEYS, HSP, 2> kv;
-        kv.fetch({ks, vs}, k0);
-        kv.put(Ks, L::LDX, {ks, vs}, k0);  // the values at Vs
+        FaTilePair<FA_KEYS, HSP> kv;
+        kv.fetch(ks, vs, k0);
+        kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
         // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
         next.fetch(qs, dos, lse_h, D_h, k0);
         next.put(QD, ST, 0, qs, dos, k0);

@@ -40,12 +40,12 @@ struct WfBlock {
     // the block's queries to Qs, the first key and value tiles to KV (leading dimension ld)
     template <int BC, int HSP>
     __device__ void load_first(floatX* Qs, floatX* KV, int ld) const {
-        FaTiles<FA_QUERIES, HSP, 1> qr;
-        qr.fetch({qs}, q0);
-        qr.put(Qs, ld, {qs}, q0);
-        FaTiles<BC, HSP, 2> kv;
-        kv.fetch({ks, vs}, 0);
-        kv.put(KV, ld, {ks, vs}, 0);
+        FaTileRegs<FA_QUERIES, HSP> qr;
+        qr.fetch(qs, q0);
+        qr.put(Qs, ld, qs, q0);
+        FaTilePair<BC, HSP> kv;
+        kv.fetch(ks, vs, 0);
+        kv.put(KV, ld, ks, vs, 0);
     }
 };
 
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(FA_THREADS, WfFwd<HSP>::min_blocks)
     const FaRows &ks = blk.ks, &vs = blk.vs;
     fa_fill_index_tile(idx_tile);
     blk.load_first<BC, HSP>(Qs, KV, L::LDX);
-    FaTiles<BC, HSP, 2> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
+    FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     __syncthreads();
 
     FaAcc idx, o[NF];
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(FA_THREADS, WfFwd<HSP>::min_blocks)
         const int k0 = kt * BC;
         const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
         const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < ntiles) { kv.fetch({ks, vs}, k0 + BC); }  // in flight during this tile's math
+        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T for the warp's 16 rows
         FA_ROLLED
         for (int j = 0; j < BC / 16; j++) {
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(FA_THREADS, WfFwd<HSP>::min_blocks)
                 fa_mma(o[c], pa, vb);
             }
         }
-        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, {ks, vs}, k0 + BC); }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2
