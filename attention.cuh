@@ -302,8 +302,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     constexpr int BC = L::BC, NK = HSP / 16, NS = BC / 8, NO = HSP / 8;  // k-steps of Q K^T, n-tiles of S and of O
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
-    floatX* Qs = (floatX*)(sm + L::q);
-    floatX* KV = (floatX*)(sm + L::kv);
+    floatX *Qs = (floatX*)(sm + L::q), *KV = (floatX*)(sm + L::kv);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, j = lane % 4, r0 = warp * FA_ROWS;
     // this lane's row of an ldmatrix matrix: the 8 x 8 matrix lane / 8 at (8 * (lane / 8 % 2), 8 * (lane / 16))
     // (A: rows 0-7, 8-15 of columns 0-7, then of 8-15) or, swapped, at (8 * (lane / 16), 8 * (lane / 8 % 2))
@@ -333,8 +332,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
 
     for (int kt = 0; kt < ntiles; kt++) {
         const int k0 = kt * BC;
-        const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
-        const floatX* Vs = Ks + BC * L::LDX;
+        const floatX *Ks = KV + (kt & 1) * 2 * BC * L::LDX, *Vs = Ks + BC * L::LDX;
         if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T: B (channels x keys) of n-tiles 2n and 2n + 1 are key rows 16n.. read as stored
         float s[NS][4] = {};
@@ -467,12 +465,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
-    floatX* Ks = (floatX*)(sm + L::kv);
-    floatX* Vs = Ks + FA_KEYS * L::LDX;
+    floatX *Ks = (floatX*)(sm + L::kv), *Vs = Ks + FA_KEYS * L::LDX;
     floatX* QD = (floatX*)(sm + L::qdo);  // buffer u: q at QD + 2u * BQ * LDX, dO after it
     float* ST = (float*)(sm + L::stats);  // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
-    floatX* PT = (floatX*)(sm + L::pt);   // P^T (FA_KEYS x BQ)
-    floatX* dST = PT + FA_KEYS * L::LDP;  // dS^T
+    floatX *PT = (floatX*)(sm + L::pt), *dST = PT + FA_KEYS * L::LDP;  // P^T (FA_KEYS x BQ), then dS^T
     float* idx_tile = (float*)(sm + L::idx);
     int warp = threadIdx.x / 32, r0 = warp * FA_ROWS;
 
@@ -513,10 +509,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         for (int q0 = k0, u = 0; q0 < T; q0 += BQ, u ^= 1) {
             const bool more = q0 + BQ < T;
             if (more) { next.fetch(qs, dos, lse_h, D_h, q0 + BQ); }
-            const floatX* Qs = QD + 2 * u * BQ * L::LDX;
-            const floatX* dOs = Qs + BQ * L::LDX;
-            const float* lse2 = ST + 2 * u * BQ;
-            const float* Dq = lse2 + BQ;
+            const floatX *Qs = QD + 2 * u * BQ * L::LDX, *dOs = Qs + BQ * L::LDX;
+            const float *lse2 = ST + 2 * u * BQ, *Dq = lse2 + BQ;
             // S^T and dP^T, 16 queries at a time; P^T and dS^T into shared memory (floatX)
             for (int j = 0; j < NQ; j++) {
                 FaAcc s, dp;
