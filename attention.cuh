@@ -16,9 +16,8 @@ Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 ke
 tiles from the diagonal on with FlashAttention-2's five tile products on WMMA (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers, written once. dQ sums over key tiles of other blocks: each block adds into an fp32 slice
-of dq_acc only it writes, and flash_backward_dq_kernel sums the slices in split order (no atomics; the splits depend
-on B*NH and T only, so the gradients are bit-identical between runs and GPUs).
+dK, dV stay in registers. dQ sums over key blocks: each adds into its own fp32 slice of dq_acc; flash_backward_dq_kernel
+sums the slices in split order (no atomics; splits depend on B*NH and T only, so results are bit-identical on any GPU).
 
 Tile sizes are compile-time constants of HSP, the head size padded to 16, 32, 64 or 128 (channels past HS zero on
 load, never stored); tiles double buffered in shared memory; bf16 products, fp32 sums. Costs: dev/cuda/README.md.
