@@ -9,32 +9,25 @@ sqrt(HS), to recompute every probability p(t, t2) = exp(s(t, t2) - lse_t) later:
 Forward (flash_forward_kernel). A block takes 64 queries of one head, 16 rows per warp, streaming key and value tiles
 through shared memory; per tile each warp forms S = Q K^T, then the online softmax (log2 units: s log2(e) / sqrt(HS)):
     m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l = l 2^(m - m') + sum_j p_j,  O = O 2^(m - m') + P V
-and at the end out = O / l, lse = (m + log2 l) ln 2. The tile products are PTX's warp-level mma.m16n8k16 with operands
-from ldmatrix, whose register layouts are documented: S, P and O never leave registers (a row of S lies with the 4
-lanes of a group, and S's accumulator layout is P's operand layout for P V); the causal mask only on diagonal tiles.
+and at the end out = O / l, lse = (m + log2 l) ln 2. The tile products are PTX's mma.m16n8k16 on ldmatrix operands,
+whose register layouts are documented: S, P and O never leave registers; the causal mask only on diagonal tiles.
 
 Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
-tiles from the diagonal on with FlashAttention-2's five tile products (flash_backward_kv_kernel):
+tiles from the diagonal on with FlashAttention-2's five tile products on WMMA (flash_backward_kv_kernel):
     S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
     dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK and dV stay in registers, written once. dQ sums over key tiles of other blocks: each block adds into an fp32 slice
-of dq_acc only it writes, and flash_backward_dq_kernel sums the slices in split order (no atomics; the splits depend
-on B*NH and T only, so the gradients are bit-identical between runs and GPUs).
+dK, dV stay in registers. dQ sums over key blocks: each adds into its own fp32 slice of dq_acc; flash_backward_dq_kernel
+sums the slices in split order (no atomics; splits depend on B*NH and T only, so results are bit-identical on any GPU).
 
-The head size is a template parameter HSP padded to 16, 32, 64 or 128 (channels past HS zero on load, never stored):
-tile sizes are compile-time constants. Tiles are double buffered in shared memory; tile products run on tensor cores
-(bf16 in, fp32 accumulation; the backward through WMMA). Bytes, FLOPs and bounds: dev/cuda/README.md.
+Tile sizes are compile-time constants of HSP, the head size padded to 16, 32, 64 or 128 (channels past HS zero on
+load, never stored); tiles double buffered in shared memory; bf16 products, fp32 sums. Costs: dev/cuda/README.md.
 */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
 
 #include <algorithm>
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <type_traits>
-#include <cuda_runtime.h>
+#include <type_traits>  // stdint.h, stdio.h, string.h and cuda_runtime.h: the includer's, with cudaCheck
 
 // tensor cores for bf16 tiles from sm_80 on; fp32 loops otherwise (the FP32 build; an older device pass, never run)
 #if !defined(ENABLE_FP32) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
@@ -48,8 +41,7 @@ tile sizes are compile-time constants. Tiles are double buffered in shared memor
 #define FA_QUERIES (FA_WARPS * FA_ROWS)  // forward: queries per block (64)
 #define FA_KEYS (FA_WARPS * FA_ROWS)     // backward: keys per block (64)
 #define FA_MAX_HS 128                    // the largest head size (padded sizes 16, 32, 64, 128)
-// the backward's target blocks (heads times dQ splits): several waves at two blocks per SM on 100 to 150 SMs
-#define FA_BACKWARD_BLOCKS 1024
+#define FA_BACKWARD_BLOCKS 1024          // backward: target blocks (heads x dQ splits), waves of 2 per SM, 100-150 SMs
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
@@ -187,8 +179,7 @@ struct FaTilePair {
     }
 };
 
-// a warp's 16 rows staged at `stage` (leading dimension ld, float or floatX) -> floatX rows [t0, t0 + 16) of dst (row
-// stride `stride`; rows below T, channels below HS)
+// a warp's 16 rows at stage (float or floatX, leading dimension ld) -> rows t0.. of dst (those below T, HS channels)
 template <int HSP, typename S>
 __device__ __forceinline__ void fa_copy_rows(floatX* dst, size_t stride, const S* stage, int ld, int t0, int T, int HS,
                                              bool wide) {
@@ -215,17 +206,12 @@ __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
 }
 
 // ----------------------------------------------------------------------------
-// forward: warp-level tile products whose register layouts are documented (PTX ISA, mma.m16n8k16 with bf16 and
-// ldmatrix), so the scores never leave registers. With g = lane / 4 (a row group) and j = lane % 4:
+// forward: the register layouts of warp-level mma.m16n8k16 (bf16) and ldmatrix (PTX ISA), g = lane / 4, j = lane % 4:
 //   A (16 x 16): a[0] = (g, 2j..2j+1), a[1] = (g + 8, 2j..), a[2] = (g, 2j + 8..), a[3] = (g + 8, 2j + 8..)
 //   B (16 x 8):  b[0] = (2j..2j+1, g), b[1] = (2j + 8.., g)        C, D (16 x 8, fp32): (g, 2j..2j+1), (g + 8, 2j..)
 // ldmatrix x4: lanes 8i..8i+7 point at the 8 rows of 8 x 8 matrix i; register i of a lane holds (row g, columns 2j..)
-// of matrix i, or with .trans (rows 2j.., column g). nvcc's bf16 device code runs the instructions; the layer and the
-// FP32 build run the same register semantics from shuffles (fa_mma_16816, fa_ldmatrix_x4).
-
-#if !defined(ENABLE_FP32) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define FA_PTX 1
-#endif
+// of matrix i, or with .trans (rows 2j.., column g). nvcc's bf16 device code (FA_WMMA on a GPU) runs the instructions;
+// the layer and the FP32 build run the same register semantics from shuffles (fa_mma_16816, fa_ldmatrix_x4).
 struct FaPair { floatX x[2]; };  // two adjacent elements of an operand row or column (bf16: one 32-bit register)
 
 // v of lane src (FaPair or pointer) through one 32- or 64-bit shuffle
@@ -241,7 +227,7 @@ __device__ __forceinline__ T fa_shfl(T v, int src) {
 
 // d (16 x 8, fp32) += a (16 x 16) . b (16 x 8), one warp
 __device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4], const FaPair (&b)[2]) {
-#ifdef FA_PTX
+#if defined(FA_WMMA) && defined(__CUDA_ARCH__)
     uint32_t ar[4], br[2];
     memcpy(ar, a, sizeof ar);
     memcpy(br, b, sizeof br);
@@ -271,7 +257,7 @@ __device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4]
 // r = four 8 x 8 matrices from shared memory, row addresses from lanes 8i..8i+7 (16-byte aligned), one warp
 template <bool TRANS>
 __device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row) {
-#ifdef FA_PTX
+#if defined(FA_WMMA) && defined(__CUDA_ARCH__)
     uint32_t u[4], addr = (uint32_t)__cvta_generic_to_shared(row);
     if (TRANS) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -292,29 +278,6 @@ __device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row
 #endif
 }
 
-// a forward block: head bh = b * NH + h (blockIdx.x), queries from q0 (counted from the last: the blocks with the most
-// key tiles start first), key tiles of BC up to its last query, its q, k, v rows, its head's row 0 in out (B, T, C)
-struct FaFwdBlock {
-    int bh = blockIdx.x, C, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES, ntiles;
-    size_t out0;
-    FaRows qs, ks, vs;
-    __device__ FaFwdBlock(const floatX* qkv, int T, int NH, int HS, int BC, bool wide)
-        : C(NH * HS), ntiles(((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1),
-          out0((size_t)(bh / NH) * T * C + bh % NH * HS),
-          qs{qkv + (size_t)(bh / NH) * T * 3 * C + bh % NH * HS, 3 * (size_t)C, T, HS, wide},
-          ks{qs.p + C, qs.stride, T, HS, wide}, vs{qs.p + 2 * C, qs.stride, T, HS, wide} {}
-    // the block's queries to Qs, the first key and value tiles to KV (leading dimension ld)
-    template <int BC, int HSP>
-    __device__ void load_first(floatX* Qs, floatX* KV, int ld) const {
-        FaTileRegs<FA_QUERIES, HSP> qr;
-        qr.fetch(qs, q0);
-        qr.put(Qs, ld, qs, q0);
-        FaTilePair<BC, HSP> kv;
-        kv.fetch(ks, vs, 0);
-        kv.put(KV, ld, ks, vs, 0);
-    }
-};
-
 // the forward's tile sizes and shared memory (byte offsets): the block's queries (then the output rows staged), two
 // (keys, values) buffers; rows padded by 16 bytes, so the 8 rows of an ldmatrix matrix hit 8 different bank groups
 template <int HSP>
@@ -327,11 +290,10 @@ struct FaFwd {
     static constexpr size_t bytes = kv + fa_round((size_t)4 * BC * LDX * sizeof(floatX)) + 128;
 };
 
-// Block (FaFwdBlock), warp w: query rows 16w.. of the block's 64 (at B 8, T 1024, NH 12: 1536 blocks, about 4 waves
-// of 3 blocks on 132 SMs; each key tile read from shared memory by 4 warps). Per key tile: S = Q K^T in C fragments,
-// the online softmax on them (a row's statistics over the 4 lanes of its group: two xor shuffles), O rescaled in
-// registers, and P, rounded to floatX, taken as the A operand of P V where it lies: the C fragments of n-tiles 2kk
-// and 2kk + 1 are A's layout for keys 16kk... Each lane sums l over its own columns; the group adds them at the end.
+// Block (b * NH + h, query tile), warp w: query rows 16w.. of 64 (B 8, T 1024, NH 12: 1536 blocks, 4 waves of 3 on 132
+// SMs). Per key tile: S = Q K^T in C fragments; the online softmax on them (a row's max and sum over the 4 lanes of its
+// group, two xor shuffles; l summed per lane until the end); O rescaled; P, rounded to floatX, is the A operand of P V
+// where it lies (the C fragments of n-tiles 2kk and 2kk + 1 are A's layout for keys 16kk..).
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     flash_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -339,17 +301,25 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     constexpr int BC = L::BC, NK = HSP / 16, NS = BC / 8, NO = HSP / 8;  // k-steps of Q K^T, n-tiles of S and of O
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
-    floatX* Qs = (floatX*)(sm + L::q);
-    floatX* KV = (floatX*)(sm + L::kv);
+    floatX *Qs = (floatX*)(sm + L::q), *KV = (floatX*)(sm + L::kv);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, j = lane % 4, r0 = warp * FA_ROWS;
     // this lane's row of an ldmatrix matrix: the 8 x 8 matrix lane / 8 at (8 * (lane / 8 % 2), 8 * (lane / 16))
     // (A: rows 0-7, 8-15 of columns 0-7, then of 8-15) or, swapped, at (8 * (lane / 16), 8 * (lane / 8 % 2))
     const int mrow = lane % 8 + 8 * (lane / 8 % 2), mcol = 8 * (lane / 16);
     const int srow = lane % 8 + 8 * (lane / 16), scol = 8 * (lane / 8 % 2);
 
-    const FaFwdBlock blk(qkv, T, NH, HS, BC, wide);
-    const int q0 = blk.q0;
-    blk.load_first<BC, HSP>(Qs, KV, L::LDX);
+    // head bh = b * NH + h, queries from q0 (counted from the last: the blocks with the most key tiles start first)
+    const int bh = blockIdx.x, C = NH * HS, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES;
+    const int ntiles = ((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1;  // key tiles up to the last query
+    const floatX* qrows = qkv + (size_t)(bh / NH) * T * 3 * C + (size_t)(bh % NH) * HS;
+    const FaRows qs = {qrows, 3 * (size_t)C, T, HS, wide}, ks = {qrows + C, qs.stride, T, HS, wide},
+                 vs = {qrows + 2 * C, qs.stride, T, HS, wide};
+    FaTileRegs<FA_QUERIES, HSP> qr;
+    qr.fetch(qs, q0);
+    qr.put(Qs, L::LDX, qs, q0);
+    FaTilePair<BC, HSP> kv0;  // the first key and value tiles
+    kv0.fetch(ks, vs, 0);
+    kv0.put(KV, L::LDX, ks, vs, 0);
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     __syncthreads();
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
@@ -359,11 +329,10 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     const int t = q0 + r0 + g;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
-    for (int kt = 0; kt < blk.ntiles; kt++) {
+    for (int kt = 0; kt < ntiles; kt++) {
         const int k0 = kt * BC;
-        const floatX* Ks = KV + (kt & 1) * 2 * BC * L::LDX;
-        const floatX* Vs = Ks + BC * L::LDX;
-        if (kt + 1 < blk.ntiles) { kv.fetch(blk.ks, blk.vs, k0 + BC); }  // in flight during this tile's math
+        const floatX *Ks = KV + (kt & 1) * 2 * BC * L::LDX, *Vs = Ks + BC * L::LDX;
+        if (kt + 1 < ntiles) { kv.fetch(ks, vs, k0 + BC); }  // in flight during this tile's math
         // S = Q K^T: B (channels x keys) of n-tiles 2n and 2n + 1 are key rows 16n.. read as stored
         float s[NS][4] = {};
         for (int c = 0; c < NK; c++) {
@@ -386,8 +355,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
             for (int e = 0; e < 4; e++) { mx[e / 2] = fmaxf(mx[e / 2], s[n][e]); }
         }
         for (int r = 0; r < 2; r++) {  // the row max in log2 units, finite: key 0 is in the first tile of every row
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            for (int x = 1; x < 4; x *= 2) { mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], x)); }
             const float m_new = fmaxf(m_run[r], mx[r] * scale_log2), corr = exp2f(m_run[r] - m_new);
             m_run[r] = m_new;
             l_run[r] *= corr;
@@ -397,9 +365,8 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         for (int kk = 0; kk < BC / 16; kk++) {
             FaPair pa[4];
             for (int i = 0; i < 4; i++) {
-                const float* c4 = s[2 * kk + i / 2];
                 for (int k = 0; k < 2; k++) {
-                    float p = exp2f(fmaf(c4[2 * (i % 2) + k], scale_log2, -m_run[i % 2]));
+                    float p = exp2f(fmaf(s[2 * kk + i / 2][2 * (i % 2) + k], scale_log2, -m_run[i % 2]));
                     pa[i].x[k] = (floatX)p;
                     l_run[i % 2] += p;
                 }
@@ -411,22 +378,21 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                 fa_mma_16816(o[2 * n + 1], pa, {vb[2], vb[3]});
             }
         }
-        if (kt + 1 < blk.ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, blk.ks, blk.vs, k0 + BC); }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2; the rows staged as floatX where the warp's queries were
     floatX* stage = Qs + r0 * L::LDX;
     for (int r = 0; r < 2; r++) {
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-        if (j == 0 && t + 8 * r < T) { lse[(size_t)blk.bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
+        for (int x = 1; x < 4; x *= 2) { l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], x); }
+        if (j == 0 && t + 8 * r < T) { lse[(size_t)bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
         const float inv = 1.0f / l_run[r];
         for (int n = 0; n < NO; n++) {
             FaPair v = {{(floatX)(o[n][2 * r] * inv), (floatX)(o[n][2 * r + 1] * inv)}};
             *(FaPair*)(stage + (g + 8 * r) * L::LDX + 8 * n + 2 * j) = v;
         }
     }
-    fa_copy_rows<HSP>(out + blk.out0, blk.C, stage, L::LDX, q0 + r0, T, HS, wide);
+    fa_copy_rows<HSP>(out + (size_t)(bh / NH) * T * C + bh % NH * HS, C, stage, L::LDX, q0 + r0, T, HS, wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -498,12 +464,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
     static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
-    floatX* Ks = (floatX*)(sm + L::kv);
-    floatX* Vs = Ks + FA_KEYS * L::LDX;
+    floatX *Ks = (floatX*)(sm + L::kv), *Vs = Ks + FA_KEYS * L::LDX;
     floatX* QD = (floatX*)(sm + L::qdo);  // buffer u: q at QD + 2u * BQ * LDX, dO after it
     float* ST = (float*)(sm + L::stats);  // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
-    floatX* PT = (floatX*)(sm + L::pt);   // P^T (FA_KEYS x BQ)
-    floatX* dST = PT + FA_KEYS * L::LDP;  // dS^T
+    floatX *PT = (floatX*)(sm + L::pt), *dST = PT + FA_KEYS * L::LDP;  // P^T (FA_KEYS x BQ), then dS^T
     float* idx_tile = (float*)(sm + L::idx);
     int warp = threadIdx.x / 32, r0 = warp * FA_ROWS;
 
@@ -544,10 +508,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
         for (int q0 = k0, u = 0; q0 < T; q0 += BQ, u ^= 1) {
             const bool more = q0 + BQ < T;
             if (more) { next.fetch(qs, dos, lse_h, D_h, q0 + BQ); }
-            const floatX* Qs = QD + 2 * u * BQ * L::LDX;
-            const floatX* dOs = Qs + BQ * L::LDX;
-            const float* lse2 = ST + 2 * u * BQ;
-            const float* Dq = lse2 + BQ;
+            const floatX *Qs = QD + 2 * u * BQ * L::LDX, *dOs = Qs + BQ * L::LDX;
+            const float *lse2 = ST + 2 * u * BQ, *Dq = lse2 + BQ;
             // S^T and dP^T, 16 queries at a time; P^T and dS^T into shared memory (floatX)
             for (int j = 0; j < NQ; j++) {
                 FaAcc s, dp;
@@ -597,13 +559,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2)
             FaA<FaCol> dsa[NK];  // dS = (dS^T)^T
             for (int kk = 0; kk < NK; kk++) { fa_load(dsa[kk], dST + 16 * kk * L::LDP + 16 * qb, L::LDP); }
             for (int c = c0; c < c0 + FPW; c++) {
-                FaAcc acc;
+                FaAcc acc;  // zero on the split's first key tile, else the slice's sum so far
                 float* dst = dqa + (size_t)(q0 + 16 * qb) * HSP + 16 * c;
-                if (kt == split) {
-                    fa_zero(acc);
-                } else {
-                    fa_load_acc(acc, dst, HSP);
-                }
+                fa_zero(acc);
+                if (kt != split) { fa_load_acc(acc, dst, HSP); }
                 for (int kk = 0; kk < NK; kk++) {
                     FaB<FaRow> kb;
                     fa_load(kb, Ks + 16 * kk * L::LDX + 16 * c, L::LDX);

@@ -80,7 +80,7 @@ plant flash attention.cuh 's/float p = k0 + r0 + row <= q0 + col ? /float p = k0
     "backward mask off by one (diagonal excluded)" "$work/att"
 plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/float ds = p * dp.x[i] * scale;/' \
     "backward dS without the row term D" "$work/att"
-plant flash attention.cuh 's/if (kt == split) {/if (kt == 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
+plant flash attention.cuh 's/if (kt != split) {/if (kt != 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
 plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
     "dQ sum leaves out the split of the diagonal key tile" "$work/att"
 plant colsum siamese.cuh 's/1, partials, splits, C); }/1, partials, splits - 1, C); }/' \

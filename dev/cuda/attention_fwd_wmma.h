@@ -26,6 +26,29 @@ __device__ __forceinline__ void fa_scale_rows(FaAcc (&o)[NF], const FaAcc& idx, 
     }
 }
 
+// a forward block: head bh = b * NH + h (blockIdx.x), queries from q0 (counted from the last: the blocks with the most
+// key tiles start first), key tiles of BC up to its last query, its q, k, v rows, its head's row 0 in out (B, T, C)
+struct WfBlock {
+    int bh = blockIdx.x, C, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES, ntiles;
+    size_t out0;
+    FaRows qs, ks, vs;
+    __device__ WfBlock(const floatX* qkv, int T, int NH, int HS, int BC, bool wide)
+        : C(NH * HS), ntiles(((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1),
+          out0((size_t)(bh / NH) * T * C + bh % NH * HS),
+          qs{qkv + (size_t)(bh / NH) * T * 3 * C + bh % NH * HS, 3 * (size_t)C, T, HS, wide},
+          ks{qs.p + C, qs.stride, T, HS, wide}, vs{qs.p + 2 * C, qs.stride, T, HS, wide} {}
+    // the block's queries to Qs, the first key and value tiles to KV (leading dimension ld)
+    template <int BC, int HSP>
+    __device__ void load_first(floatX* Qs, floatX* KV, int ld) const {
+        FaTileRegs<FA_QUERIES, HSP> qr;
+        qr.fetch(qs, q0);
+        qr.put(Qs, ld, qs, q0);
+        FaTilePair<BC, HSP> kv;
+        kv.fetch(ks, vs, 0);
+        kv.put(KV, ld, ks, vs, 0);
+    }
+};
+
 // the forward's tile sizes and shared memory (byte offsets): the block's queries, two (keys, values)
 // buffers, per warp its scores (fp32) and probabilities (floatX), a factor per row, the index tile
 template <int HSP>
@@ -43,7 +66,7 @@ struct WfFwd {
     static_assert((size_t)FA_QUERIES * LDO * sizeof(float) <= s - kv, "the output rows, staged in fp32, reuse (k, v)");
 };
 
-// Block (b * NH + h, query tile counted from the last: the blocks with the most key tiles start first)
+// Block (b * NH + h, query tile): see WfBlock
 template <int HSP>
 __global__ void __launch_bounds__(FA_THREADS, WfFwd<HSP>::min_blocks)
     wmma_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale_log2, bool wide) {
@@ -59,7 +82,7 @@ __global__ void __launch_bounds__(FA_THREADS, WfFwd<HSP>::min_blocks)
     float* rowf = (float*)(sm + L::rowf) + r0;       // a factor per row (rescale, then 1/l)
     float* idx_tile = (float*)(sm + L::idx);
 
-    const FaFwdBlock blk(qkv, T, NH, HS, BC, wide);
+    const WfBlock blk(qkv, T, NH, HS, BC, wide);
     const int bh = blk.bh, q0 = blk.q0, ntiles = blk.ntiles;
     const FaRows &ks = blk.ks, &vs = blk.vs;
     fa_fill_index_tile(idx_tile);
