@@ -826,8 +826,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
             layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, fin.x, p->lnfw, fin.st.ln, BT, C, 0);
             break;
         case NORM_SIAMESE:
-            // the final merge (nothing flows into dx, dy: they start here), and dz of the last
-            // sublayer (its update's backward, scale c_{L-1})
+            // the final merge (dx and dy start here) and dz of the last sublayer (its update's backward, c_{L-1})
             siamese_input_backward(sc->dx, sc->dy, sc->dz, siamese_scale(L - 1), 0, sc->du, final_norms(g),
                                    final_norms(p), fin.st, fin.x, fin.y, acts->lnfsum, BT, C);
             break;
@@ -986,16 +985,11 @@ int main(int argc, char** argv) {
     run.adamw.beta2 = 0.95f;
     run.adamw.eps = 1e-8f;
     TrainerOps ops = {
-        .forward = gpt2_forward,
-        .backward = gpt2_backward,
-        .zero_grad = gpu_zero_grad,
-        .grad_sumsq = gpt2_grad_sumsq,
-        .update = gpt2_update_range,
+        .forward = gpt2_forward, .backward = gpt2_backward, .zero_grad = gpu_zero_grad,  // a step
+        .grad_sumsq = gpt2_grad_sumsq, .update = gpt2_update_range,                       // clipping, AdamW
         .logits_row = gpu_logits_row,
         .losses = model.host_losses,  // the forward pass with targets copies them
-        .weights = gpu_weights,
-        .moments = gpu_moments,
-        .load_moments = gpu_load_moments,
+        .weights = gpu_weights, .moments = gpu_moments, .load_moments = gpu_load_moments,  // checkpoints
         .grads = model.grads_memory,
         .working_weights = model.params_x_memory,  // after a sharded update (the fp32 master stays sharded)
         .working_bytes = sizeof(floatX),
