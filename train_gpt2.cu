@@ -26,7 +26,7 @@ Part 3 walks through one step). Backward functions ACCUMULATE (+=) into paramete
 #include "common/utils.h"  // fatal, malloc_check and the C headers (stdio, stdlib, string, stdint)
 #include "cuda_common.cuh"  // the checks around CUDA and cuBLASLt calls, allocation, the device
 #include "common/params.h"
-#define RECOMPUTE_MAX 3  // -r 3: stream Y kept only at checkpoints (y_slot), a level train_gpt2.c does not have
+#define RECOMPUTE_MAX 3  // -r 3: stream Y kept only at checkpoints (y_every_for), a level train_gpt2.c does not have
 #include "common/args.h"
 
 // ============================================================================
@@ -423,11 +423,10 @@ static T* next_tensor(char* memory, size_t* used, size_t n) {
 // R (r stored) or U (u stored) of 0 empties a tensor the mode does not use (common/params.h, NORM_MODE_LAYOUTS).
 // Recompute (-r; train_gpt2.c's ActivationTensors says more): -r 1 keeps one layer of fch_gelu, rebuilt from fch in
 // the backward; -r 2 also one sublayer of lnsum and blockin, rebuilt from the streams and the saved statistics, and
-// two of lnx (the forward's update of sublayer k reads a of sublayer k - 1; the backward never reads a); -r 3 also
-// keeps stream Y only at some sublayer boundaries (y_slots, below), the others rebuilt in the backward.
+// two of lnx (the update of sublayer k reads a of k - 1; the backward never reads a); -r 3 thins stream Y (below).
 #define ACTIVATION_TENSORS(X) \
     X(floatX, resx, (2 * L + 1) * BT * C)       /* stream X at each sublayer boundary; resx[0] is e */ \
-    X(floatX, resy, S * y_slots * BT * C)       /* siamese: stream Y (y_slot: which boundary where) */ \
+    X(floatX, resy, S * y_slots * BT * C)       /* siamese: stream Y (sublayer_at: which boundary where) */ \
     X(floatX, lnx, S * a_sublayers * BT * C)    /* siamese: a = LN(x), the base of the X update */ \
     X(floatX, lnsum, R * ln_sublayers * BT * C) /* r, what the main LN normalises: siamese a + LN(y), post x + z */ \
     X(floatX, blockin, U * ln_sublayers * BT * C) /* the block input u: pre LN(x), siamese LN(r); post reads x */ \
@@ -464,35 +463,21 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
 // -r 3, siamese: stream Y kept at the sublayer boundaries k % y_every == 0 and at the last, 2L (the final merge's
-// backward reads it), plus y_every - 1 SEGMENT slots for the boundaries between two kept ones: y_k of a boundary in
-// between goes to segment slot k % y_every - 1. The forward writes every y_k (from y_{k-1}, in another slot, always
-// in place), so the top segment is there when the backward starts; walking down, the backward rebuilds each segment
-// below it from its kept boundary when it enters it (y_segment_ensure), with the forward's own update y + z (z, the
-// block output, is kept for every sublayer). -r 0 to 2 (and pre, post, which have no stream Y): y_every 1, every
-// boundary kept, y_k in slot k.
+// backward reads it), in slots ceil(k / y_every); then y_every - 1 SEGMENT slots, shared by the boundaries in between
+// (sublayer_at). The forward writes every y_k (from y_{k-1}, in another slot), so the top segment is there when the
+// backward starts; walking down, the backward rebuilds each segment below it from its kept boundary when it enters it
+// (y_segment_ensure), with the forward's update y + z (z, the block output, is kept for every sublayer).
+// -r 0 to 2 (and pre, post, which have no stream Y): y_every 1, every boundary kept, y_k in slot k.
+static int y_slots_for(int L, int every) { return ceil_div(2 * L, every) + every; }
 
-// the boundaries stream Y is kept at, and the slots they take, the first of resy; all its slots
-static int y_kept(int k, int L, int every) { return k % every == 0 || k == 2 * L; }
-static int y_kept_slots(int L, int every) { return 2 * L / every + 1 + (2 * L % every != 0); }
-static int y_slots_for(int L, int every) { return y_kept_slots(L, every) + every - 1; }
-
-// -r 3's stride: the fewest slots, about 2L / y_every + y_every, so y_every near sqrt(2L + 1); of equal counts the
-// longest, which at GPT-2's depths also rebuilds the fewest boundaries per backward. L 12: 6, 10 slots of 25 (kept
-// 0, 6, 12, 18, 24; 15 boundaries rebuilt); L 24: 8, 14 of 49 (35 rebuilt); L 1: 2, 3 of 3 (kept 0, 2, none rebuilt)
+// -r 3's stride: the fewest slots, near sqrt(2L + 1); of equal counts the longest, which at GPT-2's depths also
+// rebuilds the fewest boundaries (L 12: 6, 10 slots of 25, 15 boundaries rebuilt; L 1: 2, 3 of 3, none)
 static int y_every_for(int L, int recompute) {
-    if (recompute < 3) { return 1; }
-    int every = 2;
-    for (int e = 3; e <= 2 * L; e++) {
+    int every = 1;
+    for (int e = 2; recompute >= 3 && e <= 2 * L; e++) {
         if (y_slots_for(L, e) <= y_slots_for(L, every)) { every = e; }
     }
     return every;
-}
-
-// the slot of resy that holds y_k (of a boundary in between, once its segment is there)
-static size_t y_slot(int k, int L, int every) {
-    if (k % every == 0) { return k / every; }
-    if (k == 2 * L) { return 2 * L / every + 1; }
-    return y_kept_slots(L, every) + k % every - 1;
 }
 
 #define CARVE_ACTIVATION(T, name, n) acts->name = next_tensor<T>(memory, &used, n);
@@ -508,8 +493,7 @@ static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_
     size_t gelu_layers = recompute >= 1 ? 1 : L;       // layers of fch_gelu kept
     size_t ln_sublayers = recompute >= 2 ? 1 : 2 * L;  // sublayers of lnsum and blockin kept
     size_t a_sublayers = recompute >= 2 ? 2 : 2 * L;   // and of lnx
-    int y_every = y_every_for((int)L, recompute);
-    size_t y_slots = y_slots_for((int)L, y_every);  // of stream Y (2L + 1 below -r 3)
+    size_t y_slots = y_slots_for((int)L, y_every_for((int)L, recompute));  // of stream Y (2L + 1 below -r 3)
     size_t used = 0;
     ACTIVATION_TENSORS(CARVE_ACTIVATION)
     *acts_bytes = used;
@@ -537,7 +521,7 @@ typedef struct GPT2 {
     size_t acts_bytes, scratch_bytes;
     int batch_size, seq_len, cur_B, cur_T;  // the (B, T) the buffers were allocated for, and the last forward pass's
     int recompute;              // -r: 0 to 3 (ActivationTensors); set before gpt2_allocate, 0 unless set
-    int y_every;                // stream Y kept at every y_every-th boundary (y_slot; 1 below -r 3)
+    int y_every;                // stream Y kept at every y_every-th boundary (sublayer_at; 1 below -r 3)
     int y_segment;              // the kept boundary below the segment of stream Y whose slots hold it, -1: none
     int *tokens, *d_tokens;     // pinned host (2, B, T) and device: the last forward pass's inputs, then targets
     int has_targets;            // the last forward pass had targets: the logits hold dL/dlogits
@@ -566,12 +550,6 @@ static void gpt2_build_from_checkpoint(GPT2* m, const char* path) {
     checkpoint_open(&ck, path);
     gpt2_init_params(m, &ck.config);
     checkpoint_read_params(&ck, m->host_params);
-}
-
-// on the host (common/params.h): train_gpt2 and train_gpt2cu start bit-identical for the same seed
-static void gpt2_build_fresh(GPT2* m, const GPT2Config* cfg, uint64_t seed) {
-    gpt2_init_params(m, cfg);
-    params_init_fresh(m->host_params, cfg, seed);
 }
 
 // uploads the weights (host_params -> device fp32 master weights, floatX working copy); allocates once for (B, T) steps
@@ -641,6 +619,12 @@ static SiameseNormsT<T> final_norms(const ParamPtrs<T>* p) {
     return {p->lnfxw, p->lnfxb, p->lnfyw, p->lnfyb, p->lnfw, p->lnfb};
 }
 
+// the segment of stream Y that boundary k lies in (the kept boundary below it), -1 where y_k is kept
+static int y_segment_of(const GPT2* m, int k) {
+    int e = m->y_every;
+    return k % e == 0 || k == 2 * m->config.num_layers ? -1 : k / e * e;
+}
+
 // sublayer k's activations, as the forward writes and the backward reads them; k = 2L: only x, y, st (the final merge)
 typedef struct {
     int l, s;               // its layer k / 2, and 0 attention or 1 MLP
@@ -654,11 +638,13 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     const ActivationTensors* t = &m->acts;
     size_t N = (size_t)BT * m->config.channels, K = (size_t)k * BT;
     size_t a_slot = m->recompute >= 2 ? k % 2 : k, ln_slot = m->recompute >= 2 ? 0 : k;
+    int L = m->config.num_layers, e = m->y_every;  // y_k: kept in slot ceil(k / e), else segment slot k % e
+    size_t y_slot = y_segment_of(m, k) < 0 ? ceil_div(k, e) : ceil_div(2 * L, e) + k % e;
     Sublayer sub;
     sub.l = k / 2;
     sub.s = k % 2;
     sub.x = t->resx + k * N;
-    sub.y = t->resy + y_slot(k, m->config.num_layers, m->y_every) * N;
+    sub.y = t->resy + y_slot * N;
     sub.a = t->lnx + a_slot * N;
     sub.r = t->lnsum + ln_slot * N;
     sub.u = m->config.norm_mode == NORM_POST ? sub.x : t->blockin + ln_slot * N;
@@ -668,13 +654,8 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     return sub;
 }
 
-// the segment of stream Y that boundary k lies in (the kept boundary below it), -1 where y_k is kept (y_slot)
-static int y_segment_of(const GPT2* m, int k) {
-    return y_kept(k, m->config.num_layers, m->y_every) ? -1 : k / m->y_every * m->y_every;
-}
-
-// -r 3, in the backward's walk down: makes the segment slots hold y_k. Where they hold another segment, k's is
-// rebuilt up from its kept boundary, one boundary per launch, by the forward's update y_j = y_{j-1} + z_{j-1}
+// -r 3, walking down: makes the segment slots hold y_k, rebuilding its segment if they hold another, up from its
+// kept boundary, one boundary per launch, by the forward's update y_j = y_{j-1} + z_{j-1}
 static void y_segment_ensure(GPT2* m, int k, int BT) {
     int base = y_segment_of(m, k), top = 2 * m->config.num_layers;
     if (base < 0 || base == m->y_segment) { return; }
@@ -728,9 +709,8 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     ParameterTensorsX* p = &m->params_x;
     ActivationTensors* acts = &m->acts;
     size_t N = (size_t)BT * C;  // elements in one (B, T, C) tensor
-    NormMode mode = cfg->norm_mode;
 
-    floatX* resy = norm_mode_layout(mode)->two_streams ? acts->resy : NULL;  // both streams start as e
+    floatX* resy = norm_mode_layout(cfg->norm_mode)->two_streams ? acts->resy : NULL;  // both streams start as e
     encoder_forward_kernel<<<ceil_div((long)N, 256), 256>>>(acts->resx, resy, m->d_tokens, p->wte, p->wpe, BT, T, C);
     cudaCheckLaunch();
 
@@ -738,7 +718,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
         Sublayer sub = sublayer_at(m, k, BT);
         SiameseNorms ln = sublayer_norms(p, sub.l, sub.s, C);
         floatX* x_next = sub.x + N;  // stream X after the sublayer (pre, post)
-        switch (mode) {  // no default: -Wswitch names a mode this does not handle
+        switch (cfg->norm_mode) {  // no default: -Wswitch names a mode this does not handle
             case NORM_PRE:
                 layernorm_forward(sub.u, sub.st.ln, sub.x, ln.w, ln.b, BT, C);                  // u = LN(x)
                 block_forward(m, &sub, B, T);                                                   // z = F(u)
@@ -762,7 +742,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
     }
 
     Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final merge
-    switch (mode) {
+    switch (cfg->norm_mode) {
         case NORM_PRE:
         case NORM_POST:
             layernorm_forward(acts->lnf, fin.st.ln, fin.x, p->lnfw, p->lnfb, BT, C);  // h = LN(x)
@@ -833,22 +813,20 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
     ActivationTensors* acts = &m->acts;
     GradScratch* sc = &m->scratch;
     size_t N = (size_t)BT * C;
-    NormMode mode = cfg->norm_mode;
-    const float* dy = norm_mode_layout(mode)->two_streams ? sc->dy : NULL;  // dL/d(stream Y), siamese only
+    const float* dy = norm_mode_layout(cfg->norm_mode)->two_streams ? sc->dy : NULL;  // dL/d(stream Y), siamese only
 
     // the tied output layer, from the forward's dlogits (dloss = 1 / BT; loss_scale: the matmuls' alpha): dh (du), dwte
     matmul_backward_input(sc->du, CUDA_R_32F, 0.0f, acts->logits, p->wte, BT, C, Vp, NULL, loss_scale);
     matmul_backward_weight(g->wte, NULL, acts->logits, acts->lnf, BT, C, Vp, loss_scale);
 
     Sublayer fin = sublayer_at(m, 2 * L, BT);  // the final LayerNorm(s): dx (and dy) at the last boundary
-    switch (mode) {  // no default: -Wswitch names a mode this does not handle
+    switch (cfg->norm_mode) {  // no default: -Wswitch names a mode this does not handle
         case NORM_PRE:
         case NORM_POST:
             layernorm_backward(sc->dx, NULL, g->lnfw, g->lnfb, sc->du, fin.x, p->lnfw, fin.st.ln, BT, C, 0);
             break;
         case NORM_SIAMESE:
-            // the final merge (nothing flows into dx, dy: they start here), and dz of the last
-            // sublayer (its update's backward, scale c_{L-1})
+            // the final merge (dx and dy start here) and dz of the last sublayer (its update's backward, c_{L-1})
             siamese_input_backward(sc->dx, sc->dy, sc->dz, siamese_scale(L - 1), 0, sc->du, final_norms(g),
                                    final_norms(p), fin.st, fin.x, fin.y, acts->lnfsum, BT, C);
             break;
@@ -861,7 +839,7 @@ static void gpt2_backward(GPT2* m, float loss_scale) {
         SiameseNorms ln = sublayer_norms(p, sub.l, sub.s, C);
         SiameseNormGrads dln = sublayer_norms(g, sub.l, sub.s, C);
         int rebuild = m->recompute >= 2;  // r and u of this sublayer again, as the forward made them
-        switch (mode) {
+        switch (cfg->norm_mode) {
             case NORM_PRE:
                 // x_next = x + F(LN(x)): dz = dx_next, and dx = dx_next + LN_back(du)
                 if (rebuild) { layernorm_forward(sub.u, sub.st.ln, sub.x, ln.w, ln.b, BT, C, true); }
@@ -978,8 +956,9 @@ int main(int argc, char** argv) {
     TrainRun run;
     train_run_setup(&run, argc, argv);
     GPT2 model;
-    if (run.fresh) {
-        gpt2_build_fresh(&model, &run.fresh_config, run.args.seed);
+    if (run.fresh) {  // on the host (common/params.h): train_gpt2 and train_gpt2cu start bit-identical for a seed
+        gpt2_init_params(&model, &run.fresh_config);
+        params_init_fresh(model.host_params, &run.fresh_config, run.args.seed);
     } else {
         gpt2_build_from_checkpoint(&model, run.model_path);
     }
@@ -1006,16 +985,11 @@ int main(int argc, char** argv) {
     run.adamw.beta2 = 0.95f;
     run.adamw.eps = 1e-8f;
     TrainerOps ops = {
-        .forward = gpt2_forward,
-        .backward = gpt2_backward,
-        .zero_grad = gpu_zero_grad,
-        .grad_sumsq = gpt2_grad_sumsq,
-        .update = gpt2_update_range,
+        .forward = gpt2_forward, .backward = gpt2_backward, .zero_grad = gpu_zero_grad,  // a step
+        .grad_sumsq = gpt2_grad_sumsq, .update = gpt2_update_range,                       // clipping, AdamW
         .logits_row = gpu_logits_row,
         .losses = model.host_losses,  // the forward pass with targets copies them
-        .weights = gpu_weights,
-        .moments = gpu_moments,
-        .load_moments = gpu_load_moments,
+        .weights = gpu_weights, .moments = gpu_moments, .load_moments = gpu_load_moments,  // checkpoints
         .grads = model.grads_memory,
         .working_weights = model.params_x_memory,  // after a sharded update (the fp32 master stays sharded)
         .working_bytes = sizeof(floatX),

@@ -83,11 +83,9 @@ def ceil_div(a, b):
 def y_every_for(L, recompute):
     """train_gpt2.cu's y_every_for: -r 3 keeps stream Y at every y_every-th sublayer boundary (and
     the last, 2L), plus y_every - 1 segment slots; the stride of the fewest slots, of equals the longest"""
-    if recompute < 3:
-        return 1
-    slots = lambda e: 2 * L // e + 1 + (2 * L % e != 0) + e - 1
-    every = 2
-    for e in range(3, 2 * L + 1):
+    slots = lambda e: ceil_div(2 * L, e) + e
+    every = 1
+    for e in range(2, 2 * L + 1 if recompute >= 3 else 2):
         if slots(e) <= slots(every):
             every = e
     return every

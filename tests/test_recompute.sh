@@ -11,7 +11,7 @@
 # to the top level (and never grow from one level to the next). A trainer through the CPU execution
 # layer runs the CUDA sources as they are, so this checks the CUDA trainer's recompute too (both
 # precisions where both builds are named). -r 3 keeps siamese stream Y only at every y_every-th
-# sublayer boundary (train_gpt2.cu, y_slot): Y_SHAPES add siamese models at -r 0 and 3 whose slot
+# sublayer boundary (train_gpt2.cu, sublayer_at): Y_SHAPES add siamese models at -r 0 and 3 whose slot
 # mappings differ from SHAPE's (d2: kept 0, 2, 4, segment {1} rebuilt; d1: kept 0, 2, nothing
 # rebuilt; d7: y_every 5, kept 0, 5, 10 and 14 (2L not a multiple), segments of four rebuilt and a
 # partial top segment). The level above the top must be refused with a one-line error. Ends with
