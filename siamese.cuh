@@ -30,6 +30,7 @@ in an order fixed by N and C (no atomics); dev/cuda checks each kernel against a
 #define SIAMESE_CUH
 
 #include <stdint.h>
+#include <algorithm>
 #include <initializer_list>
 #include <cuda_runtime.h>
 #include "common/utils.h"
@@ -47,9 +48,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // W = 1 (any C) lane i walks the columns i, i + 32, ...; with W = VEC_X (where row_width allows)
 // the 16-byte vectors i, i + 32, .... Pack: W consecutive elements of type T, one access.
 template <typename T, int W>
-struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
-    T v[W];
-};
+struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack { T v[W]; };
 
 // 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
 #define VEC_X ((int)(16 / sizeof(floatX)))
@@ -122,9 +121,7 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
 // the statistics in two passes (mean, then the variance around it). The forward saves them, one LnStats
 // per row (one 8-byte store); the backward recomputes xhat = (x - mean) * rstd from x.
 
-struct alignas(8) LnStats {
-    float mean, rstd;
-};
+struct alignas(8) LnStats { float mean, rstd; };
 
 // mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
 // saves them at saved[row]. SAVED: read from there (-r 2's recompute rebuilds bit for bit).
@@ -182,9 +179,7 @@ static void layernorm_forward(floatX* out, LnStats* st, const floatX* inp, const
 // Backward of one row. With g = w * dout and xhat as above:
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 // ln_backward_means returns the two means from the held dout and x; every lane gets them.
-struct LnBackMeans {
-    float g, g_xhat;  // mean(g), mean(g * xhat)
-};
+struct LnBackMeans { float g, g_xhat; };  // mean(g), mean(g * xhat)
 
 template <int W>
 __device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
@@ -210,22 +205,15 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 // Column sums: out[c] += sum over the N rows of in[r][c]. A block of 32 x 32 threads owns 32
 // columns of a range of rows, walked 32 apart (coalesced); each column's 32 partial sums are added
 // in order through shared memory. One stage suits the few hundred rows of LayerNorm partial sums;
-// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into
-// column_splits(N) chunks, whose sums (splits, C) go to partials, and sums those in a second stage.
+// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into chunks of
+// COLUMN_CHUNK_ROWS rows (`splits` of them), whose sums (splits, C) go to partials, summed in a second stage.
 #define COLUMN_TILE 32
 #define COLUMN_MAX_SPLITS 32  // at most COLUMN_TILE: the second stage is one row per thread
 #define COLUMN_CHUNK_ROWS 64
 #define COLUMN_MAX_JOBS 6
 
 // the outputs of one launch's jobs (at most COLUMN_MAX_JOBS), whose (N, C) inputs lie one after another
-typedef struct {
-    float* out[COLUMN_MAX_JOBS];
-} ColumnOuts;
-
-static int column_splits(int N) {
-    int splits = ceil_div(N, COLUMN_CHUNK_ROWS);
-    return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
-}
+typedef struct { float* out[COLUMN_MAX_JOBS]; } ColumnOuts;
 
 // Device scratch for partial sums: the chunks' sums of column_grads, (splits, C), and the LayerNorm
 // backwards' block sums, (n, blocks, C); each summed up before the next kernel writes it. It grows,
@@ -280,7 +268,7 @@ static void column_sums(ColumnOuts outs, int njobs, const Td* in, int N, int C, 
 // out += the column sums of in (N, C), in an order fixed by N
 template <typename Td>
 static void column_grads(float* out, const Td* in, int N, int C) {
-    int splits = column_splits(N);
+    int splits = std::min(ceil_div(N, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS);
     partials_check((size_t)splits * C, "column_grads");
     column_sums(ColumnOuts{{out}}, 1, in, N, C, splits);
     if (splits > 1) { column_sums(ColumnOuts{{out}}, 1, partials, splits, C); }
@@ -330,11 +318,11 @@ __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C
     }
 }
 
-// a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem)
-// runs it, smem (the n * C floats of its sums) allowed above 48 KiB where needed; then the finish,
+// a LayerNorm backward kernel with n sums over N rows of C columns, launched with (args..., partials, block_rows)
+// and n * C floats of shared memory for its sums (allowed above 48 KiB where needed); then the finish,
 // grads.out[q] += the column sums of the blocks' partial rows of sum q
-template <typename Kernel, typename Launch>
-static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
+template <typename Kernel, typename... Args>
+static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Args... args) {
     // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
     int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)n * C * sizeof(float);
@@ -343,7 +331,7 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
                                                  (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
-    launch(blocks, block_rows, smem);
+    kernel<<<blocks, ROW_WARPS * 32, smem>>>(args..., partials, block_rows);
     cudaCheckLaunch();
     column_sums(grads, n, partials, blocks, C);
 }
@@ -352,9 +340,9 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
 // dinp += dL/dinp (accumulate 1); dinp may be dout itself (a thread reads its elements of dout before
 // it writes them). dinp_x, when given, receives a floatX copy (the next matmul's input).
 template <int W>
-__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
-                                          const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
-                                          int block_rows, int accumulate) {
+__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
+                                          const floatX* w, const LnStats* st, int N, int C, int accumulate,
+                                          float* partials, int block_rows) {
     __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_backward_rounds<W, 2>(partials, N, C, block_rows,
@@ -394,9 +382,7 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_kernel);
-    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
-        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, rows, accumulate);
-    });
+    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, dout, inp, w, st, N, C, accumulate);
 }
 
 // ----------------------------------------------------------------------------
@@ -414,9 +400,7 @@ typedef SiameseNormsT<floatX> SiameseNorms;
 typedef SiameseNormsT<float> SiameseNormGrads;
 
 // the saved statistics, (N) pairs each: of LN(x), LN(y) and the LN that makes the block input
-typedef struct {
-    LnStats *x, *y, *ln;
-} SiameseStats;
+typedef struct { LnStats *x, *y, *ln; } SiameseStats;
 
 // The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its statistics are
 // those of the stored, rounded values, which the backward normalises again), u and the three LNs' statistics; a_out
@@ -445,17 +429,14 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.ln, row, C, lane), p.w, p.b, C, lane);
 }
 
-// The update side of stream Y, y_next = y + z, one element rounded to floatX as stored: the forward's update
-// below and -r 3's rebuild of stream Y (siamese_y_update) both call it, so the rebuilt y is the same bits
+// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored (-r 3's
+// rebuild of stream Y, siamese_y_update, calls siamese_update_y too: the same bits), and siamese_update_dz,
+// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ floatX siamese_update_y(float y, float z) { return (floatX)(y + z); }
-
-// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
     *y_next = siamese_update_y(y, z);
 }
-
-// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
 // One warp per row. a_prev NULL: x and y read as stored (the first sublayer; always with SAVED, -r 2's
@@ -499,9 +480,8 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     cudaCheckLaunch();
 }
 
-// Stream Y's update alone, y_next = y + z over n elements, W per thread (VEC_X where row_width allows): -r 3 keeps
-// stream Y only at some sublayer boundaries and the backward rebuilds the others from the nearest kept one below,
-// one boundary per launch, each element exactly as siamese_input_forward_kernel's update wrote it
+// Stream Y's update alone, y_next = y + z over n elements, W per thread (VEC_X where row_width allows): -r 3
+// keeps Y at some sublayer boundaries; the backward rebuilds the others from the nearest kept one below
 template <int W>
 __global__ void siamese_y_update_kernel(floatX* y_next, const floatX* y, const floatX* z, size_t npack) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -513,7 +493,7 @@ __global__ void siamese_y_update_kernel(floatX* y_next, const floatX* y, const f
 
 static void siamese_y_update(floatX* y_next, const floatX* y, const floatX* z, size_t n) {
     int w = row_width(n, {y_next, y, z});
-    auto kernel = w == VEC_X ? siamese_y_update_kernel<VEC_X> : siamese_y_update_kernel<1>;
+    auto kernel = ROW_KERNEL(w, siamese_y_update_kernel);
     kernel<<<ceil_div((long)(n / w), 256), 256>>>(y_next, y, z, n / w);
     cudaCheckLaunch();
 }
@@ -531,14 +511,12 @@ static void siamese_y_update(floatX* y_next, const floatX* y, const floatX* z, s
 #define SIAMESE_SUMS 6
 
 // what step 2 needs of a row besides its elements: the two means of each LN backward
-typedef struct {
-    LnBackMeans ln, y, x;
-} SiameseRowMeans;
+typedef struct { LnBackMeans ln, y, x; } SiameseRowMeans;
 
 template <int W>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
-                                              float* partials, const float* du, SiameseNorms p, SiameseStats st,
-                                              const floatX* x, const floatX* y, const floatX* r, int N, int C,
+                                              const float* du, SiameseNorms p, SiameseStats st, const floatX* x,
+                                              const floatX* y, const floatX* r, int N, int C, float* partials,
                                               int block_rows) {
     __shared__ SiameseRowMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
@@ -612,10 +590,8 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
     auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
-        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r,
-                                                 N, C, rows);
-    });
+    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in, du, p, st, x, y,
+                    r, N, C);
 }
 
 #endif  // SIAMESE_CUH
