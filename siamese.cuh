@@ -62,9 +62,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T
 // C % VEC_X == 0 and every tensor is 16-byte aligned, else 1 (element-wise kernels: one row)
 static int row_width(size_t C, std::initializer_list<const void*> p) {
     if (C % VEC_X != 0) { return 1; }
-    for (const void* t : p) {
-        if (t != NULL && (uintptr_t)t % 16 != 0) { return 1; }
-    }
+    for (const void* t : p) { if (t != NULL && (uintptr_t)t % 16 != 0) { return 1; } }
     return VEC_X;
 }
 
@@ -120,7 +118,6 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
 // LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
 // the statistics in two passes (mean, then the variance around it). The forward saves them, one LnStats
 // per row (one 8-byte store); the backward recomputes xhat = (x - mean) * rstd from x.
-
 struct alignas(8) LnStats { float mean, rstd; };
 
 // mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
@@ -318,11 +315,11 @@ __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C
     }
 }
 
-// a LayerNorm backward kernel with n sums over N rows of C columns, launched with (args..., partials, block_rows)
-// and n * C floats of shared memory for its sums (allowed above 48 KiB where needed); then the finish,
+// a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem)
+// runs it, smem (the n * C floats of its sums) allowed above 48 KiB where needed; then the finish,
 // grads.out[q] += the column sums of the blocks' partial rows of sum q
-template <typename Kernel, typename... Args>
-static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Args... args) {
+template <typename Kernel, typename Launch>
+static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
     // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
     int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)n * C * sizeof(float);
@@ -331,7 +328,7 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
                                                  (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
-    kernel<<<blocks, ROW_WARPS * 32, smem>>>(args..., partials, block_rows);
+    launch(blocks, block_rows, smem);
     cudaCheckLaunch();
     column_sums(grads, n, partials, blocks, C);
 }
@@ -340,9 +337,9 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
 // dinp += dL/dinp (accumulate 1); dinp may be dout itself (a thread reads its elements of dout before
 // it writes them). dinp_x, when given, receives a floatX copy (the next matmul's input).
 template <int W>
-__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const float* dout, const floatX* inp,
-                                          const floatX* w, const LnStats* st, int N, int C, int accumulate,
-                                          float* partials, int block_rows) {
+__global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
+                                          const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
+                                          int block_rows, int accumulate) {
     __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_backward_rounds<W, 2>(partials, N, C, block_rows,
@@ -382,7 +379,9 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, const flo
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_kernel);
-    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, dout, inp, w, st, N, C, accumulate);
+    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
+        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, rows, accumulate);
+    });
 }
 
 // ----------------------------------------------------------------------------
@@ -515,8 +514,8 @@ typedef struct { LnBackMeans ln, y, x; } SiameseRowMeans;
 
 template <int W>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
-                                              const float* du, SiameseNorms p, SiameseStats st, const floatX* x,
-                                              const floatX* y, const floatX* r, int N, int C, float* partials,
+                                              float* partials, const float* du, SiameseNorms p, SiameseStats st,
+                                              const floatX* x, const floatX* y, const floatX* r, int N, int C,
                                               int block_rows) {
     __shared__ SiameseRowMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
@@ -590,8 +589,10 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
     auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in, du, p, st, x, y,
-                    r, N, C);
+    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
+        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r,
+                                                 N, C, rows);
+    });
 }
 
 #endif  // SIAMESE_CUH
