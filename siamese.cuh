@@ -428,13 +428,12 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.ln, row, C, lane), p.w, p.b, C, lane);
 }
 
-// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored (-r 3's
-// rebuild of stream Y, siamese_y_update, calls siamese_update_y too: the same bits), and siamese_update_dz,
-// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
-__device__ __forceinline__ floatX siamese_update_y(float y, float z) { return (floatX)(y + z); }
+// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored (y_next as
+// train_gpt2.cu's residual_forward rounds, which -r 3's rebuild of stream Y runs: the same bits), and
+// siamese_update_dz, its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
-    *y_next = siamese_update_y(y, z);
+    *y_next = (floatX)(y + z);
 }
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
@@ -476,24 +475,6 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     auto kernel = saved ? ROW_KERNEL(width, siamese_input_forward_kernel, true)
                         : ROW_KERNEL(width, siamese_input_forward_kernel);
     kernel<<<row_blocks(N), ROW_WARPS * 32>>>(a_out, r_out, u_out, st, x, y, p, N, C, a_prev, y_prev, z, c);
-    cudaCheckLaunch();
-}
-
-// Stream Y's update alone, y_next = y + z over n elements, W per thread (VEC_X where row_width allows): -r 3
-// keeps Y at some sublayer boundaries; the backward rebuilds the others from the nearest kept one below
-template <int W>
-__global__ void siamese_y_update_kernel(floatX* y_next, const floatX* y, const floatX* z, size_t npack) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= npack) { return; }
-    Pack<floatX, W> yv = load_pack<W>(y + i * W), zv = load_pack<W>(z + i * W), out;
-    for (int e = 0; e < W; e++) { out.v[e] = siamese_update_y((float)yv.v[e], (float)zv.v[e]); }
-    store_pack<W>(y_next + i * W, out);
-}
-
-static void siamese_y_update(floatX* y_next, const floatX* y, const floatX* z, size_t n) {
-    int w = row_width(n, {y_next, y, z});
-    auto kernel = ROW_KERNEL(w, siamese_y_update_kernel);
-    kernel<<<ceil_div((long)(n / w), 256), 256>>>(y_next, y, z, n / w);
     cudaCheckLaunch();
 }
 
