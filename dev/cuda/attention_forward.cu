@@ -38,8 +38,9 @@ TFLOP/s of the useful (causal) work, 4 * B * NH * HS * T (T + 1) / 2 flops.
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_forward.cu -o attention_forward -lcublas
                               ./attention_forward [version] [B=batch] [T=seq] [NH=heads] [HS=head size]
-Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
-a GPU yet, so no timing.
+Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); on an H200 at
+the default sizes every version matches the reference, version 5 in 0.1004 ms, version 4 in 0.1651 ms
+(dev/bench/h200/dev_cuda_attention_2.txt).
 */
 #include "attention_v1.h"
 #include "attention_ref.h"
