@@ -115,9 +115,8 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
         }
         p = &lt_plans[lt_num_plans++];
         lt_plan_build(p, &key, spec);
-    } else {
-        lt_set_pointers(p->desc, spec);
     }
+    lt_set_pointers(p->desc, spec);  // this call's epilogue pointers (a new plan has them already)
     if (p->status == CUBLAS_STATUS_SUCCESS) {
         p->status = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
                                    spec->D, p->ld, spec->D, p->ld, &p->algo.algo, lt_workspace, LT_WORKSPACE_BYTES, 0);

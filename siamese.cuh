@@ -202,8 +202,8 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 // Column sums: out[c] += sum over the N rows of in[r][c]. A block of 32 x 32 threads owns 32
 // columns of a range of rows, walked 32 apart (coalesced); each column's 32 partial sums are added
 // in order through shared memory. One stage suits the few hundred rows of LayerNorm partial sums;
-// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into chunks of
-// COLUMN_CHUNK_ROWS rows (`splits` of them), whose sums (splits, C) go to partials, summed in a second stage.
+// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into
+// column_splits(N) chunks, whose sums (splits, C) go to partials, and sums those in a second stage.
 #define COLUMN_TILE 32
 #define COLUMN_MAX_SPLITS 32  // at most COLUMN_TILE: the second stage is one row per thread
 #define COLUMN_CHUNK_ROWS 64
@@ -211,6 +211,8 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 
 // the outputs of one launch's jobs (at most COLUMN_MAX_JOBS), whose (N, C) inputs lie one after another
 typedef struct { float* out[COLUMN_MAX_JOBS]; } ColumnOuts;
+
+static int column_splits(int N) { return std::min(ceil_div(N, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS); }
 
 // Device scratch for partial sums: the chunks' sums of column_grads, (splits, C), and the LayerNorm
 // backwards' block sums, (n, blocks, C); each summed up before the next kernel writes it. It grows,
@@ -265,7 +267,7 @@ static void column_sums(ColumnOuts outs, int njobs, const Td* in, int N, int C, 
 // out += the column sums of in (N, C), in an order fixed by N
 template <typename Td>
 static void column_grads(float* out, const Td* in, int N, int C) {
-    int splits = std::min(ceil_div(N, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS);
+    int splits = column_splits(N);
     partials_check((size_t)splits * C, "column_grads");
     column_sums(ColumnOuts{{out}}, 1, in, N, C, splits);
     if (splits > 1) { column_sums(ColumnOuts{{out}}, 1, partials, splits, C); }
@@ -385,8 +387,7 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
 }
 
 // ----------------------------------------------------------------------------
-// The two-stream kernels (the header above): the input side forward, with or without the update
-// folded in, and its backward. The streams and a, r, u are floatX. Memory traffic: dev/cuda/README.md.
+// The two-stream kernels (the header above); the streams and a, r, u are floatX. Memory traffic: dev/cuda/README.md.
 
 // the three LayerNorms of one siamese input side, as parameters (floatX) or gradients (float)
 template <typename T>

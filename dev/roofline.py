@@ -228,7 +228,7 @@ def column_grads_rows(step, BT, OC, count):
 
 
 def column_splits(BT):
-    """the chunks of rows siamese.cuh's column_grads cuts BT rows into"""
+    """siamese.cuh's column_splits: the chunks of rows column_grads cuts BT rows into"""
     return min(ceil_div(BT, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS)
 
 
