@@ -58,28 +58,30 @@ static uint32_t lt_alignment(const void* p) {
     return (uint32_t)(v & (~v + 1));
 }
 
-static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
+// an attribute of a matmul descriptor or of a heuristic preference, set to `value` (of the type cuBLASLt documents)
+template <typename T>
+static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T value) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+template <typename T>
+static void lt_set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, T value) {
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
 // the per-call pointers of the epilogue (the heuristic reads them too)
 static void lt_set_pointers(cublasLtMatmulDesc_t desc, const MatmulSpec* spec) {
-    if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &spec->bias, sizeof(spec->bias)); }
-    if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &spec->aux, sizeof(spec->aux)); }
+    if (spec->bias) { lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, spec->bias); }
+    if (spec->aux) { lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, spec->aux); }
 }
 
 static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     p->key = *key;
     // fp32 accumulation in both builds; with fp32 data this is true fp32 (never TF32)
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &key->epilogue, sizeof(key->epilogue));
-    if (key->epilogue == CUBLASLT_EPILOGUE_DGELU) {
-        int64_t ld_aux = key->m;
-        lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux));
-    }
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, key->transa ? CUBLAS_OP_T : CUBLAS_OP_N);
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, key->transb ? CUBLAS_OP_T : CUBLAS_OP_N);
+    lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key->epilogue);
+    if (spec->aux) { lt_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)key->m); }  // DGELU: aux like D
     lt_set_pointers(p->desc, spec);
     // op(A) is m x k, so A is stored k x m when transposed; op(B) is k x n
     int a_rows = key->transa ? key->k : key->m, b_rows = key->transb ? key->n : key->k;
@@ -88,19 +90,14 @@ static void lt_plan_build(LtPlan* p, const LtKey* key, const MatmulSpec* spec) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, key->d_type, key->m, key->n, key->m));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = LT_WORKSPACE_BYTES;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t aligns[4] = {key->align_a, key->align_b, key->align_d, key->align_d};
-    for (int i = 0; i < 4; i++) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(aligns[i])));
-    }
-    int found = 0;
-    p->status =
-        cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &p->algo, &found);
-    if (p->status == CUBLAS_STATUS_SUCCESS && found == 0) { p->status = CUBLAS_STATUS_NOT_SUPPORTED; }
+    lt_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, (uint64_t)LT_WORKSPACE_BYTES);
+    lt_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key->align_a);
+    lt_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key->align_b);
+    lt_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key->align_d);
+    lt_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key->align_d);
+    int got = 0;  // algorithms returned
+    p->status = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &p->algo, &got);
+    if (p->status == CUBLAS_STATUS_SUCCESS && got == 0) { p->status = CUBLAS_STATUS_NOT_SUPPORTED; }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
 }
 
@@ -118,9 +115,8 @@ static int matmul_lt(const MatmulSpec* spec, int allow_missing) {
         }
         p = &lt_plans[lt_num_plans++];
         lt_plan_build(p, &key, spec);
-    } else {
-        lt_set_pointers(p->desc, spec);
     }
+    lt_set_pointers(p->desc, spec);  // this call's epilogue pointers (a new plan has them already)
     if (p->status == CUBLAS_STATUS_SUCCESS) {
         p->status = cublasLtMatmul(lt_handle, p->desc, &spec->alpha, spec->A, p->la, spec->B, p->lb, &spec->beta,
                                    spec->D, p->ld, spec->D, p->ld, &p->algo.algo, lt_workspace, LT_WORKSPACE_BYTES, 0);

@@ -30,6 +30,7 @@ in an order fixed by N and C (no atomics); dev/cuda checks each kernel against a
 #define SIAMESE_CUH
 
 #include <stdint.h>
+#include <algorithm>
 #include <initializer_list>
 #include <cuda_runtime.h>
 #include "common/utils.h"
@@ -47,9 +48,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // W = 1 (any C) lane i walks the columns i, i + 32, ...; with W = VEC_X (where row_width allows)
 // the 16-byte vectors i, i + 32, .... Pack: W consecutive elements of type T, one access.
 template <typename T, int W>
-struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack {
-    T v[W];
-};
+struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack { T v[W]; };
 
 // 16 bytes of floatX (8 bf16 or 4 fp32): the unit of the vectorised kernels, one load or store
 #define VEC_X ((int)(16 / sizeof(floatX)))
@@ -63,9 +62,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) { *(Pack<T
 // C % VEC_X == 0 and every tensor is 16-byte aligned, else 1 (element-wise kernels: one row)
 static int row_width(size_t C, std::initializer_list<const void*> p) {
     if (C % VEC_X != 0) { return 1; }
-    for (const void* t : p) {
-        if (t != NULL && (uintptr_t)t % 16 != 0) { return 1; }
-    }
+    for (const void* t : p) { if (t != NULL && (uintptr_t)t % 16 != 0) { return 1; } }
     return VEC_X;
 }
 
@@ -121,10 +118,7 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
 // LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
 // the statistics in two passes (mean, then the variance around it). The forward saves them, one LnStats
 // per row (one 8-byte store); the backward recomputes xhat = (x - mean) * rstd from x.
-
-struct alignas(8) LnStats {
-    float mean, rstd;
-};
+struct alignas(8) LnStats { float mean, rstd; };
 
 // mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
 // saves them at saved[row]. SAVED: read from there (-r 2's recompute rebuilds bit for bit).
@@ -182,9 +176,7 @@ static void layernorm_forward(floatX* out, LnStats* st, const floatX* inp, const
 // Backward of one row. With g = w * dout and xhat as above:
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 // ln_backward_means returns the two means from the held dout and x; every lane gets them.
-struct LnBackMeans {
-    float g, g_xhat;  // mean(g), mean(g * xhat)
-};
+struct LnBackMeans { float g, g_xhat; };  // mean(g), mean(g * xhat)
 
 template <int W>
 __device__ __forceinline__ LnBackMeans ln_backward_means(const HeldRow<float, W>& dout, const HeldRow<floatX, W>& x,
@@ -218,14 +210,9 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 #define COLUMN_MAX_JOBS 6
 
 // the outputs of one launch's jobs (at most COLUMN_MAX_JOBS), whose (N, C) inputs lie one after another
-typedef struct {
-    float* out[COLUMN_MAX_JOBS];
-} ColumnOuts;
+typedef struct { float* out[COLUMN_MAX_JOBS]; } ColumnOuts;
 
-static int column_splits(int N) {
-    int splits = ceil_div(N, COLUMN_CHUNK_ROWS);
-    return splits < COLUMN_MAX_SPLITS ? splits : COLUMN_MAX_SPLITS;
-}
+static int column_splits(int N) { return std::min(ceil_div(N, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS); }
 
 // Device scratch for partial sums: the chunks' sums of column_grads, (splits, C), and the LayerNorm
 // backwards' block sums, (n, blocks, C); each summed up before the next kernel writes it. It grows,
@@ -400,8 +387,7 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
 }
 
 // ----------------------------------------------------------------------------
-// The two-stream kernels (the header above): the input side forward, with or without the update
-// folded in, and its backward. The streams and a, r, u are floatX. Memory traffic: dev/cuda/README.md.
+// The two-stream kernels (the header above); the streams and a, r, u are floatX. Memory traffic: dev/cuda/README.md.
 
 // the three LayerNorms of one siamese input side, as parameters (floatX) or gradients (float)
 template <typename T>
@@ -414,9 +400,7 @@ typedef SiameseNormsT<floatX> SiameseNorms;
 typedef SiameseNormsT<float> SiameseNormGrads;
 
 // the saved statistics, (N) pairs each: of LN(x), LN(y) and the LN that makes the block input
-typedef struct {
-    LnStats *x, *y, *ln;
-} SiameseStats;
+typedef struct { LnStats *x, *y, *ln; } SiameseStats;
 
 // The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its statistics are
 // those of the stored, rounded values, which the backward normalises again), u and the three LNs' statistics; a_out
@@ -445,17 +429,13 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.ln, row, C, lane), p.w, p.b, C, lane);
 }
 
-// The update side of stream Y, y_next = y + z, one element rounded to floatX as stored: the forward's update
-// below and -r 3's rebuild of stream Y (siamese_y_update) both call it, so the rebuilt y is the same bits
-__device__ __forceinline__ floatX siamese_update_y(float y, float z) { return (floatX)(y + z); }
-
-// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored
+// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored (y_next as
+// train_gpt2.cu's residual_forward rounds, which -r 3's rebuild of stream Y runs: the same bits), and
+// siamese_update_dz, its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
-    *y_next = siamese_update_y(y, z);
+    *y_next = (floatX)(y + z);
 }
-
-// its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
 // One warp per row. a_prev NULL: x and y read as stored (the first sublayer; always with SAVED, -r 2's
@@ -499,25 +479,6 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
     cudaCheckLaunch();
 }
 
-// Stream Y's update alone, y_next = y + z over n elements, W per thread (VEC_X where row_width allows): -r 3 keeps
-// stream Y only at some sublayer boundaries and the backward rebuilds the others from the nearest kept one below,
-// one boundary per launch, each element exactly as siamese_input_forward_kernel's update wrote it
-template <int W>
-__global__ void siamese_y_update_kernel(floatX* y_next, const floatX* y, const floatX* z, size_t npack) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= npack) { return; }
-    Pack<floatX, W> yv = load_pack<W>(y + i * W), zv = load_pack<W>(z + i * W), out;
-    for (int e = 0; e < W; e++) { out.v[e] = siamese_update_y((float)yv.v[e], (float)zv.v[e]); }
-    store_pack<W>(y_next + i * W, out);
-}
-
-static void siamese_y_update(floatX* y_next, const floatX* y, const floatX* z, size_t n) {
-    int w = row_width(n, {y_next, y, z});
-    auto kernel = w == VEC_X ? siamese_y_update_kernel<VEC_X> : siamese_y_update_kernel<1>;
-    kernel<<<ceil_div((long)(n / w), 256), 256>>>(y_next, y, z, n / w);
-    cudaCheckLaunch();
-}
-
 // ----------------------------------------------------------------------------
 // The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at
 // the final merge, 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
@@ -531,9 +492,7 @@ static void siamese_y_update(floatX* y_next, const floatX* y, const floatX* z, s
 #define SIAMESE_SUMS 6
 
 // what step 2 needs of a row besides its elements: the two means of each LN backward
-typedef struct {
-    LnBackMeans ln, y, x;
-} SiameseRowMeans;
+typedef struct { LnBackMeans ln, y, x; } SiameseRowMeans;
 
 template <int W>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,

@@ -47,7 +47,8 @@ static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     int *list = tc->list, *group_of_token = tc->group_of_token, *end = tc->group_end;
     // a counting sort of the positions by token, the groups in the order of their first position: each group's size
     // (and chunks), then its start, then the positions put in place (end[g] runs from the group's start to its end)
-    int ng = 0, n_chunks = 0, n_split = 0;
+    int ng = 0, &n_chunks = tc->n_chunks, &n_split = tc->n_split;  // the counts, kept in tc
+    n_chunks = n_split = 0;
     for (int i = 0; i < BT; i++) {
         int* g = &group_of_token[tokens[i]];
         if (*g < 0) {
@@ -66,8 +67,6 @@ static void token_chunks_build(TokenChunks* tc, const int* tokens, int BT) {
     for (int i = 0; i < BT; i++) { list[end[group_of_token[tokens[i]]]++] = i; }
     for (int i = 0; i < BT; i++) { group_of_token[tokens[i]] = -1; }
     // the arrays after pos, placed by the counts
-    tc->n_chunks = n_chunks;
-    tc->n_split = n_split;
     tc->at_start = BT;
     tc->at_token = tc->at_start + n_chunks + 1;
     tc->at_slot = tc->at_token + n_chunks;

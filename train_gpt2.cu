@@ -661,7 +661,7 @@ static void y_segment_ensure(GPT2* m, int k, int BT) {
     if (base < 0 || base == m->y_segment) { return; }
     for (int j = base + 1; j < base + m->y_every && j < top; j++) {
         Sublayer below = sublayer_at(m, j - 1, BT);
-        siamese_y_update(sublayer_at(m, j, BT).y, below.y, below.z, (size_t)BT * m->config.channels);
+        residual_forward(sublayer_at(m, j, BT).y, below.y, below.z, (size_t)BT * m->config.channels);
     }
     m->y_segment = base;
 }

@@ -92,7 +92,7 @@ def y_every_for(L, recompute):
 
 
 def y_rebuilds(cfg):
-    """{k: launches of siamese_y_update_kernel before sublayer k's backward} (train_gpt2.cu's
+    """{k: launches of residual_forward_kernel before sublayer k's backward} (train_gpt2.cu's
     y_segment_ensure): the forward leaves the top segment of stream Y in the segment slots; walking
     down, the backward rebuilds each other segment, one launch per boundary, when it enters it"""
     L2, e = 2 * cfg.L, cfg.y_every
@@ -307,7 +307,7 @@ def model_step(cfg, B, T):
             s.launch("residual_forward_kernel", "bwd", 3 * P, N, 2 * L, "-r 2: r rebuilt")
     y_launches = sum(y_rebuilds(cfg).values())
     if y_launches:  # -r 3: stream Y between its kept boundaries, y = y_prev + z: y_prev, z read, y written
-        s.launch("siamese_y_update_kernel", "bwd", 3 * P, N, y_launches,
+        s.launch("residual_forward_kernel", "bwd", 3 * P, N, y_launches,
                  note=f"-r 3: stream Y rebuilt at {y_launches} of the {2 * L + 1} boundaries (kept every {cfg.y_every})")
     if mode == "siamese":
         part = 6 * ln_blocks * C * F  # the block partials of six sums
@@ -374,7 +374,7 @@ def launch_sequence(cfg, step):
     for k in range(2 * L - 1, -1, -1):
         blk = block_bwd[k % 2]
         if mode == "siamese":
-            seq += ["siamese_y_update_kernel"] * y_rebuild[k] + (["siamese_input_forward_kernel"] if rebuild else []) + blk + ln_bwd
+            seq += ["residual_forward_kernel"] * y_rebuild[k] + (["siamese_input_forward_kernel"] if rebuild else []) + blk + ln_bwd
         elif mode == "pre":
             seq += (["layernorm_forward_kernel"] if rebuild else []) + ["cast_to_x_kernel"] + blk + ln_bwd
         else:
