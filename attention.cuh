@@ -417,8 +417,8 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
     D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-// the dK/dV kernel's tile sizes and shared memory (byte offsets): the block's keys and values; two
-// buffers of a query step's (q, dO) and (lse, D); P^T and dS^T (keys x queries, floatX); the index tile
+// the dK/dV kernel's shared memory (byte offsets): keys, values; two buffers of a query step's (q, dO) and (lse, D);
+// P^T and dS^T (keys x queries, floatX); the index tile
 template <int HSP>
 struct FaBwd {
     static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
@@ -432,8 +432,7 @@ struct FaBwd {
     static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging (fp32) fits the (k, v) tiles");
 };
 
-// a query step on its way to buffer u of QD and ST: q and dO rows [q0, q0 + BQ), and for threads
-// 0 .. 2BQ-1 the lse (log2 units; +infinity past T, so P = 0 there) or D of one query
+// a query step into buffer u of QD and ST: q, dO rows [q0, q0 + BQ); threads < 2BQ: lse (log2; +inf past T) or D
 template <int BQ, int HSP>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
@@ -616,8 +615,7 @@ template <int HSP>
 static const FaConfig fa_config = {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
                                    flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
 
-// the configuration that runs head size HS (the smallest padded size at or above it; no GPU needed), or past
-// FA_MAX_HS NULL and a reason (one line) in why (cap bytes; none where cap is 0)
+// the configuration for head size HS (the smallest padded size >= HS), or past FA_MAX_HS NULL and a reason in why
 static const FaConfig* flash_config(int HS, char* why = NULL, size_t cap = 0) {
     static const FaConfig table[] = {fa_config<16>, fa_config<32>, fa_config<64>, fa_config<FA_MAX_HS>};
     for (const FaConfig& k : table) {
@@ -650,8 +648,8 @@ static inline int flash_dq_splits(int BNH, int T) {
     return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
 }
 
-// the floats of dq_acc (splits, B*NH, T padded to whole query steps, HSP): enough for flash_dq_splits at every batch
-// size up to B (fewer rows may take more splits; a shorter T no more) and for forced_splits at B (0: none)
+// the floats of dq_acc (splits, B*NH, T padded to query steps, HSP) for flash_dq_splits at every batch up to B
+// (fewer rows may take more splits; a shorter T no more) and for forced_splits at B (0: none)
 static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int forced_splits) {
     const FaConfig* k = flash_config(HS);
     size_t slices = (size_t)forced_splits * B;  // batch size times splits, the most of it
@@ -674,8 +672,7 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
     cudaCheckLaunch();
 }
 
-// dqkv (B, T, 3C; every element overwritten) from dout = dL/d(attention output rows). out and lse are
-// the forward's; D (B, NH, T) and dq_acc (flash_dq_acc_floats) are scratch; nsplits: flash_dq_splits.
+// dqkv (B, T, 3C; all overwritten) from dout = dL/d(attention output rows); out, lse: the forward's; D, dq_acc: scratch
 static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int C, int NH, int nsplits) {
     int HS = C / NH;

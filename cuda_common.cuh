@@ -37,8 +37,7 @@ static inline void cublas_check(cublasStatus_t st, const char* call, const char*
 }
 #define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
 
-// device memory, or pinned (page-locked) host memory: the GPU reads and writes that directly, so
-// a cudaMemcpyAsync from it returns at once (from ordinary, pageable memory the host waits)
+// device memory, or pinned host memory, which the GPU reads directly: a cudaMemcpyAsync from it returns at once
 static void* cuda_alloc_check(size_t bytes, int pinned, const char* what) {
     void* p = NULL;
     cudaError_t err = pinned ? cudaMallocHost(&p, bytes > 0 ? bytes : 1) : cudaMalloc(&p, bytes > 0 ? bytes : 1);
@@ -83,8 +82,7 @@ static void* download_into(void** buf, const void* src, size_t bytes) {
     return *buf;
 }
 
-// the GPU of the rank `local_rank` on this machine (common/dist.h), described in `device`: one GPU
-// per rank; ranks can share one only without NCCL (their sums go through the host)
+// the GPU of rank `local_rank` here (common/dist.h), described in `device`; ranks share one only without NCCL
 static void cuda_select_device(int local_rank, char* device, size_t cap) {
     int gpus = cuda_device_usable(device, cap);
     if (gpus == 0) { fatal("%s", device); }

@@ -31,8 +31,7 @@ typedef struct {
     const void *bias, *aux;  // the epilogue's: BIAS, or DGELU (aux: the GELU pre-activation)
 } MatmulSpec;
 
-// A plan's key: everything the descriptors and the heuristic depend on but the pointers, and the
-// pointers' alignments (the heuristic assumes 256 bytes otherwise)
+// A plan's key: what the descriptors and the heuristic depend on but the pointers, and the pointers' alignments
 typedef struct {
     int m, n, k, transa, transb;
     cudaDataType_t d_type;

@@ -44,9 +44,8 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Row kernels give each row to one warp; warp shuffles combine the lanes' partial sums. With width
-// W = 1 (any C) lane i walks the columns i, i + 32, ...; with W = VEC_X (where row_width allows)
-// the 16-byte vectors i, i + 32, .... Pack: W consecutive elements of type T, one access.
+// Row kernels give each row to one warp; shuffles combine the lanes' partial sums. Width W = 1 (any C): lane i
+// walks the columns i, i + 32, ...; W = VEC_X (where row_width allows): the 16-byte vectors i, i + 32, ....
 template <typename T, int W>
 struct alignas(W * sizeof(T) < 16 ? W * sizeof(T) : 16) Pack { T v[W]; };
 
@@ -75,10 +74,9 @@ static inline int row_blocks(int N) { return ceil_div(N, ROW_WARPS); }
 
 __device__ __forceinline__ int warp_row() { return blockIdx.x * ROW_WARPS + threadIdx.x / 32; }
 
-// A row kernel keeps what it reads of a row in registers (HeldRow) for its later passes: a lane
-// holds its vectors i = (lane + 32 k) W, k < K, of the first ROW_HELD_COLS columns (a whole row of
-// GPT-2 124M or 350M) and reads those past them again at each pass. for_lane_vectors walks them in
-// a loop of constant trip count that nvcc unrolls, so that h.get(k, i) is a register there.
+// A row kernel keeps what it reads of a row in registers (HeldRow) for its later passes: a lane holds its vectors
+// i = (lane + 32 k) W, k < K, of the first ROW_HELD_COLS columns (a whole row of GPT-2 124M or 350M), re-reading
+// those past them at each pass; for_lane_vectors' constant trip count lets nvcc unroll it, h.get(k, i) a register.
 #define ROW_HELD_COLS 1024
 
 template <typename T, int W>
@@ -115,9 +113,8 @@ __device__ __forceinline__ HeldRow<T, W> held_load(const T* row, int C, int lane
 }
 
 // ----------------------------------------------------------------------------
-// LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
-// the statistics in two passes (mean, then the variance around it). The forward saves them, one LnStats
-// per row (one 8-byte store); the backward recomputes xhat = (x - mean) * rstd from x.
+// LayerNorm over the C channels of a row: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5), in two passes
+// (mean, then the variance around it), saved as one LnStats per row; the backward recomputes xhat from x.
 struct alignas(8) LnStats { float mean, rstd; };
 
 // mean and rstd of the held row `row` (every lane gets them), two passes over the registers; lane 0
@@ -199,11 +196,10 @@ __device__ __forceinline__ float ln_backward_value(float dout, float x, float w,
 }
 
 // ----------------------------------------------------------------------------
-// Column sums: out[c] += sum over the N rows of in[r][c]. A block of 32 x 32 threads owns 32
-// columns of a range of rows, walked 32 apart (coalesced); each column's 32 partial sums are added
-// in order through shared memory. One stage suits the few hundred rows of LayerNorm partial sums;
-// the B * T rows of a bias gradient would give too few blocks: column_grads cuts them into
-// column_splits(N) chunks, whose sums (splits, C) go to partials, and sums those in a second stage.
+// Column sums: out[c] += sum over the N rows of in[r][c]. A block of 32 x 32 threads owns 32 columns of a range of
+// rows, walked 32 apart (coalesced); each column's 32 partial sums are added in order through shared memory. One
+// stage suits the few hundred rows of LayerNorm partial sums; a bias gradient's B * T rows would give too few
+// blocks: column_grads sums column_splits(N) chunks into partials (splits, C), then those in a second stage.
 #define COLUMN_TILE 32
 #define COLUMN_MAX_SPLITS 32  // at most COLUMN_TILE: the second stage is one row per thread
 #define COLUMN_CHUNK_ROWS 64
@@ -214,9 +210,8 @@ typedef struct { float* out[COLUMN_MAX_JOBS]; } ColumnOuts;
 
 static int column_splits(int N) { return std::min(ceil_div(N, COLUMN_CHUNK_ROWS), COLUMN_MAX_SPLITS); }
 
-// Device scratch for partial sums: the chunks' sums of column_grads, (splits, C), and the LayerNorm
-// backwards' block sums, (n, blocks, C); each summed up before the next kernel writes it. It grows,
-// never shrinks (a process may build several models); gpt2_free frees it.
+// Device scratch for partial sums: column_grads' chunk sums (splits, C) and the LayerNorm backwards' block sums
+// (n, blocks, C), each summed before the next kernel writes it; it grows, never shrinks; gpt2_free frees it.
 static float* partials;
 static size_t partials_floats;
 
@@ -274,20 +269,18 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 }
 
 // ----------------------------------------------------------------------------
-// The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r
-// dout[r][c], are sums over all N rows, which the backward row kernels take as they go, per block of
-// rows (ln_backward_rounds); column sums then add the blocks' sums (ln_backward_run). Grid and rows
-// per block depend only on N: the same order on every GPU.
+// The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r dout[r][c], sums over
+// all N rows, which the backward row kernels take per block of rows as they go (ln_backward_rounds); column sums add
+// the blocks' sums (ln_backward_run). Grid and rows per block depend only on N: the same order on every GPU.
 
 // at most LN_GRAD_BLOCKS blocks: a few per SM of a large GPU, yet few partial rows (to tune on a GPU)
 #define LN_GRAD_BLOCKS 512
 
 // The rounds of one block, ROW_WARPS rows each, with its n running sums (n, C) in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
-//   2. after a barrier, per_column(base, rows, i, g) for each vector i of W columns the thread owns
-//      (i = (threadIdx.x + 256 k) W): for the rows base .. base + rows - 1 in order, the input
-//      gradients, and the parameter-gradient terms into g, which the sums take; a second barrier
-//      keeps the next round's per_row from overwriting what per_column still reads.
+//   2. after a barrier, per_column(base, rows, i, g) for each vector i of W columns the thread owns (i = (threadIdx.x
+//      + 256 k) W): for the rows base .. base + rows - 1 in order, the input gradients, and the parameter-gradient
+//      terms into g, which the sums take; a second barrier keeps the next per_row from overwriting what it reads.
 // At the end each thread writes its columns of the sums as the block's partial rows, (n, blocks, C).
 template <int W, int n, typename RowFn, typename ColumnFn>
 __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C, int block_rows, RowFn per_row,
@@ -317,9 +310,8 @@ __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C
     }
 }
 
-// a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem)
-// runs it, smem (the n * C floats of its sums) allowed above 48 KiB where needed; then the finish,
-// grads.out[q] += the column sums of the blocks' partial rows of sum q
+// a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem) runs it (smem,
+// its sums' n * C floats, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' rows of sum q
 template <typename Kernel, typename Launch>
 static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
     // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
@@ -335,9 +327,8 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
     column_sums(grads, n, partials, blocks, C);
 }
 
-// The plain LayerNorm backward: dw, db += the parameter gradients; dinp = dL/dinp (accumulate 0) or
-// dinp += dL/dinp (accumulate 1); dinp may be dout itself (a thread reads its elements of dout before
-// it writes them). dinp_x, when given, receives a floatX copy (the next matmul's input).
+// The plain LayerNorm backward: dw, db += the parameter gradients; dinp = (accumulate 0) or += (1) dL/dinp, dinp may
+// be dout (a thread reads its elements before it writes them); dinp_x, given, gets a floatX copy (a matmul's input).
 template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
                                           const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
@@ -402,9 +393,8 @@ typedef SiameseNormsT<float> SiameseNormGrads;
 // the saved statistics, (N) pairs each: of LN(x), LN(y) and the LN that makes the block input
 typedef struct { LnStats *x, *y, *ln; } SiameseStats;
 
-// The input side, forward, for one row whose x and y the warp holds: a, r (held in turn: its statistics are
-// those of the stored, rounded values, which the backward normalises again), u and the three LNs' statistics; a_out
-// NULL: no a (the final merge, the recompute). SAVED: r, u rebuilt bit for bit at either width (ln_row_stats).
+// The input side, forward, for one row whose x and y the warp holds: a, r (held: its statistics are those of the stored
+// values), u and the three LNs' statistics; a_out NULL: no a. SAVED: r, u rebuilt bit for bit (ln_row_stats).
 template <int W, bool SAVED>
 __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st,
                                   const HeldRow<floatX, W>& x, const HeldRow<floatX, W>& y, SiameseNorms p, int row,
@@ -429,18 +419,16 @@ __device__ void siamese_input_row(floatX* a_out, floatX* r_out, floatX* u_out, S
     ln_row_out<W>(u_out + o, r, ln_row_stats<W, SAVED>(r, st.ln, row, C, lane), p.w, p.b, C, lane);
 }
 
-// The update side, x_next = a + z / c and y_next = y + z, one element rounded to floatX as stored (y_next as
-// train_gpt2.cu's residual_forward rounds, which -r 3's rebuild of stream Y runs: the same bits), and
-// siamese_update_dz, its backward for the block output (a's share of dx_next is taken in siamese_input_backward)
+// The update side, x_next = a + z / c and y_next = y + z rounded to floatX as stored (y_next as residual_forward,
+// -r 3's rebuild of Y, rounds it), and its backward for z (a's share of dx_next: siamese_input_backward)
 __device__ __forceinline__ void siamese_update_value(float a, float y, float z, float c, floatX* x_next, floatX* y_next) {
     *x_next = (floatX)(a + z / c);
     *y_next = (floatX)(y + z);
 }
 __device__ __forceinline__ float siamese_update_dz(float dx_next, float dy_next, float c) { return dx_next / c + dy_next; }
 
-// One warp per row. a_prev NULL: x and y read as stored (the first sublayer; always with SAVED, -r 2's
-// recompute). Else the update of the sublayer before folded in: x = a_prev + z / c, y = y_prev + z written
-// once (for the backward pass) and held, bit-identical to an update kernel and then the input side.
+// One warp per row. a_prev NULL: x and y read as stored (the first sublayer; always with SAVED, -r 2's recompute).
+// Else the sublayer before's update folded in: x = a_prev + z / c, y = y_prev + z written once and held.
 template <int W, bool SAVED = false>
 __global__ void siamese_input_forward_kernel(floatX* a_out, floatX* r_out, floatX* u_out, SiameseStats st, floatX* x,
                                              floatX* y, SiameseNorms p, int N, int C, const floatX* a_prev,
@@ -480,13 +468,13 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 }
 
 // ----------------------------------------------------------------------------
-// The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at
-// the final merge, 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
-//   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du
-//     and r (held), then, from dr and da, those of LN_back(dr; y) and LN_back(da; x);
-//   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost
-//     two fp32 tensors written and read back), dy, dx, the six parameter-gradient terms and, given
-//     dz_prev, the update backward of the sublayer before, siamese_update_dz(dx, dy, c_prev).
+// The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at the final merge,
+// 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
+//   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du and r (held), then,
+//     from dr and da, those of LN_back(dr; y) and LN_back(da; x);
+//   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost two fp32 tensors
+//     written and read back), dy, dx, the six parameter-gradient terms and, given dz_prev, the update backward of the
+//     sublayer before, siamese_update_dz(dx, dy, c_prev).
 
 // the six sums of an input side, in the order of SiameseNormsT: (xw, xb, yw, yb, w, b)
 #define SIAMESE_SUMS 6

@@ -92,11 +92,10 @@ __global__ void encoder_forward_kernel(floatX* out, floatX* out2, const int* tok
 }
 
 // The backward pass scatter-adds each row of dL/de (dx, plus dy in siamese mode) into wte[token] and wpe[t].
-// A token can appear many times in a batch, so, with no atomics, the host makes a work list from the tokens alone
-// (token_chunks_build, while the GPU runs the forward pass): the positions grouped by token, in chunks of EMBED_CHUNK.
+// A token can repeat in a batch, so, with no atomics, the host lists the positions by token in chunks of EMBED_CHUNK
+// (token_chunks_build, while the GPU runs the forward pass), which fixes every sum's order:
 //   wte_chunk_kernel: a block per chunk sums its dL/de rows in order, into dwte (token's only chunk) or a partial row;
 //   wte_finish_kernel: one block per token with several chunks and 256 columns adds its partial rows in order.
-// No block sums more than EMBED_CHUNK rows; every sum's order is fixed by the tokens.
 
 #define EMBED_THREADS 256  // threads of both kernels' blocks: one column each, the block strides over C
 #include "token_chunks.cuh"  // TokenChunks: the work list, made and uploaded by the host
@@ -213,8 +212,7 @@ static void gelu_apply(floatX* out, const floatX* inp, size_t n, int backward) {
 //             A = inp op N, B = dout op T (its bytes are dout^T); m = C, n = OC, k = BT; beta 1: +=.
 #include "matmul_lt.cuh"
 
-// The fused GELU backward (test_gpt2cu sets 0 to check the GELU kernel too), tried only where cuBLASLt's
-// EPILOGUE_AUX_LD, 4C, is a multiple of 8, as it documents: even C (-e d2c63h7 has 4C = 252).
+// The fused GELU backward (test_gpt2cu sets 0 too), only where cuBLASLt's EPILOGUE_AUX_LD = 4C is a multiple of 8
 static int gelu_fusion = 1;
 
 // out[BT][OC] = inp[BT][C] . W[OC][C]^T + bias
@@ -237,8 +235,7 @@ static void matmul_backward_input(void* dinp, cudaDataType_t dinp_type, float be
     if (gelu_pre) { gelu_apply((floatX*)dinp, gelu_pre, (size_t)BT * C, 1); }
 }
 
-// dW += alpha dout^T . inp (fp32); dbias += the column sums of dout, when given (alpha 1), by a kernel:
-// cuBLASLt's BGRADB epilogue overwrites, and gradient accumulation needs +=
+// dW += alpha dout^T . inp (fp32); dbias += dout's column sums, given (alpha 1), by a kernel (BGRADB would overwrite)
 static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, const floatX* inp, int BT, int C, int OC,
                                    float alpha = 1.0f) {
     if (dbias && alpha != 1.0f) { fatal("matmul_backward_weight: a bias gradient takes alpha 1"); }
@@ -253,17 +250,16 @@ static void matmul_backward_weight(float* dw, float* dbias, const floatX* dout, 
 #include "attention.cuh"
 
 // ----------------------------------------------------------------------------
-// the fused classifier: softmax cross-entropy over the V real entries of each logits row (V..Vp-1 are
-// padding) and its gradient, in ONE pass over the row, written IN PLACE over the logits:
+// the fused classifier: softmax cross-entropy over the V real entries of each logits row (V..Vp-1: padding) and
+// its gradient, in ONE pass over the row, written IN PLACE over the logits:
 //     loss[row]  = lse - logit[target],        lse = log sum_{i < V} exp(logit_i) = M + log S
 //     dlogits[i] = (softmax_i - [i == target]) * dloss = exp(logit_i - M) dloss / S - [i == target] dloss, 0 on padding
 // with M the row max, S = sum_{i < V} exp(logit_i - M), dloss = 1 / (B*T), the gradient of the mean loss.
 //
-// One block of CLASSIFIER_THREADS threads per row; each thread holds CLASSIFIER_PER_THREAD entries of the row in
-// registers as fp32 (-inf for the padding), read in 4-byte units t, t + CLASSIFIER_THREADS, ... (coalesced). Rows
-// of up to CLASSIFIER_TILE = 51200 entries (GPT-2's 50304 among them; 50 fp32 per thread fill 1024 threads' 64
-// registers without a spill) are read once and written once: classifier_kernel<true>. A longer row takes
-// classifier_kernel<false>, the same three steps over tiles of the row, each loaded again per step.
+// One block of CLASSIFIER_THREADS threads per row; each holds CLASSIFIER_PER_THREAD entries in fp32 registers (-inf
+// for the padding), read at t, t + CLASSIFIER_THREADS, ... (coalesced). Rows up to CLASSIFIER_TILE = 51200 (GPT-2's
+// 50304; 50 fp32 per thread fit 64 registers unspilled) are read and written once: classifier_kernel<true>; longer
+// rows take classifier_kernel<false>, the same three steps over tiles of the row, each loaded again per step.
 
 #define CLASSIFIER_THREADS 1024
 #define CLASSIFIER_PER_THREAD 50
@@ -462,16 +458,13 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
 
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
-// -r 3, siamese: stream Y kept at the sublayer boundaries k % y_every == 0 and at the last, 2L (the final merge's
-// backward reads it), in slots ceil(k / y_every); then y_every - 1 SEGMENT slots, shared by the boundaries in between
-// (sublayer_at). The forward writes every y_k (from y_{k-1}, in another slot), so the top segment is there when the
-// backward starts; walking down, the backward rebuilds each segment below it from its kept boundary when it enters it
-// (y_segment_ensure), with the forward's update y + z (z, the block output, is kept for every sublayer).
-// -r 0 to 2 (and pre, post, which have no stream Y): y_every 1, every boundary kept, y_k in slot k.
+// -r 3, siamese: stream Y kept at the boundaries k % y_every == 0 and at 2L (the final merge reads it), then
+// y_every - 1 SEGMENT slots shared by the boundaries between (sublayer_at). The forward writes every y_k, so the top
+// segment is in place when the backward starts; walking down, it rebuilds each lower segment from its kept boundary
+// by the forward's update y + z (y_segment_ensure; z is kept for every sublayer). Below -r 3, pre, post: y_every 1.
 static int y_slots_for(int L, int every) { return ceil_div(2 * L, every) + every; }
 
-// -r 3's stride: the fewest slots, near sqrt(2L + 1); of equal counts the longest, which at GPT-2's depths also
-// rebuilds the fewest boundaries (L 12: 6, 10 slots of 25, 15 boundaries rebuilt; L 1: 2, 3 of 3, none)
+// -r 3's stride: the fewest slots, near sqrt(2L + 1), of equal counts the longest (L 12: 6, 10 slots of 25)
 static int y_every_for(int L, int recompute) {
     int every = 1;
     for (int e = 2; recompute >= 3 && e <= 2 * L; e++) {
@@ -483,8 +476,7 @@ static int y_every_for(int L, int recompute) {
 #define CARVE_ACTIVATION(T, name, n) acts->name = next_tensor<T>(memory, &used, n);
 #define CARVE_SCRATCH(T, name, n) scratch->name = next_tensor<T>(memory, &used, n);
 
-// points every activation tensor, then every scratch tensor, into `memory` (NULL: only counts);
-// returns the bytes they take, those of the activations in *acts_bytes (recompute: -r, 0 to 3)
+// points the activation, then the scratch tensors into `memory` (NULL: counts); their bytes (activations: *acts_bytes)
 static size_t point_buffers(ActivationTensors* acts, GradScratch* scratch, size_t* acts_bytes, char* memory,
                             const GPT2Config* cfg, int B, int T, int recompute) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size, BT = (size_t)B * T;
@@ -654,8 +646,7 @@ static Sublayer sublayer_at(const GPT2* m, int k, int BT) {
     return sub;
 }
 
-// -r 3, walking down: makes the segment slots hold y_k, rebuilding its segment if they hold another, up from its
-// kept boundary, one boundary per launch, by the forward's update y_j = y_{j-1} + z_{j-1}
+// -r 3, walking down: y_k into the segment slots, rebuilt up from its kept boundary by y_j = y_{j-1} + z_{j-1}
 static void y_segment_ensure(GPT2* m, int k, int BT) {
     int base = y_segment_of(m, k), top = 2 * m->config.num_layers;
     if (base < 0 || base == m->y_segment) { return; }
@@ -688,8 +679,7 @@ static void block_forward(GPT2* m, const Sublayer* sub, int B, int T) {
     }
 }
 
-// forward pass on host tokens (B, T), at most the allocated (sampling runs B = 1); with targets it
-// returns the mean cross-entropy loss and the logits become dL/dlogits (the classifier), else -1
+// forward pass on host tokens (B, T) up to the allocated; with targets: the mean loss, logits := dL/dlogits; else -1
 static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* cfg = &m->config;
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
@@ -730,8 +720,7 @@ static float gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B,
                 layernorm_forward(x_next, sub.st.ln, sub.r, ln.w, ln.b, BT, C);                 // x = LN(r)
                 break;
             case NORM_SIAMESE:
-                // a = LN(x), r = a + LN(y), u = LN(r); after the first sublayer, x and y come from
-                // the update of sublayer k - 1 (x = a + z/c, y = y + z), in the same kernel
+                // a = LN(x), r = a + LN(y), u = LN(r); x, y from sublayer k - 1's update in the same kernel
                 Sublayer prev = k > 0 ? sublayer_at(m, k - 1, BT) : Sublayer{};  // k = 0: none, NULLs
                 siamese_input_forward(sub.a, sub.r, sub.u, sub.st, sub.x, sub.y, ln, BT, C, false, prev.a, prev.y,
                                       prev.z, siamese_scale(prev.l));
@@ -886,8 +875,7 @@ static double gpt2_grad_sumsq(GPT2* m, size_t lo, size_t hi) {
     return total;
 }
 
-// AdamW step `t` (1-based) of parameters [lo, hi) (within [opt_lo, opt_hi), whose master weights
-// and moments the model holds), as gpt2_update_range in train_gpt2.c; refreshes their floatX copy
+// AdamW step t (1-based) of parameters [lo, hi) in the model's [opt_lo, opt_hi), as train_gpt2.c's; and their floatX
 static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                               float grad_scale, int t, size_t lo, size_t hi) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);  // bias corrections
@@ -907,8 +895,7 @@ static void gpt2_update_range(GPT2* m, float lr, float beta1, float beta2, float
 // ============================================================================
 // Part 3: training
 // ============================================================================
-// The loop (flags, data, evaluation, sampling, checkpoints, the step line), shared with train_gpt2.c, reaches the
-// model only through the TrainerOps main() hands it, and reads on the host what the gpu_* functions copy back.
+// The loop shared with train_gpt2.c (flags, data, evaluation, sampling, checkpoints) reaches the model via TrainerOps
 #include "common/train_loop.h"
 
 // Each step is an NVTX range "step", zero_grad to sync, for a profiler to select (dev/gpu_check.sh: ncu --nvtx
