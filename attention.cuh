@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
     for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
     float o[NO][4] = {};
-    // rows t and t + 8 (h = 0, 1): running max m (log2 units) of the row, this lane's part of the sum l
+    // rows t and t + 8 (r = 0, 1): running max m (log2 units) of the row, this lane's part of the sum l
     const int t = q0 + r0 + g;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 

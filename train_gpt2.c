@@ -821,7 +821,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     if (m->opt_hi == 0) { m->opt_hi = m->num_parameters; }
     m->m_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW m");
     m->v_memory = (float*)calloc_check(m->opt_hi - m->opt_lo, sizeof(float), "AdamW v");
-    if (m->recompute < 0 || m->recompute > 2) { fatal("recompute -r %d is out of range [0, 2]", m->recompute); }
+    if (m->recompute < 0 || m->recompute > RECOMPUTE_MAX) {
+        fatal("recompute -r %d is out of range [0, %d]", m->recompute, RECOMPUTE_MAX);
+    }
     m->num_activations = point_activations(&m->acts, NULL, cfg, B, T, m->recompute);
     m->acts_memory = (float*)malloc_check(m->num_activations * sizeof(float), "activations");
     point_activations(&m->acts, m->acts_memory, cfg, B, T, m->recompute);

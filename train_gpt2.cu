@@ -555,7 +555,9 @@ static void gpt2_allocate(GPT2* m, int B, int T) {
     size_t held = m->opt_hi - m->opt_lo;  // ZeRO-1: the master weights and moments of this rank's shard only
     m->batch_size = B;
     m->seq_len = T;
-    if (m->recompute < 0 || m->recompute > 3) { fatal("recompute -r %d is out of range [0, 3]", m->recompute); }
+    if (m->recompute < 0 || m->recompute > RECOMPUTE_MAX) {
+        fatal("recompute -r %d is out of range [0, %d]", m->recompute, RECOMPUTE_MAX);
+    }
     m->y_every = y_every_for(cfg->num_layers, m->recompute);
     m->y_segment = -1;
     m->grads_memory = (float*)cuda_malloc_check(m->padded_parameters * sizeof(float), "gradients");
