@@ -271,58 +271,67 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 // ----------------------------------------------------------------------------
 // The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r dout[r][c], sums over
 // all N rows, which the backward row kernels take per block of rows as they go (ln_backward_rounds); column sums add
-// the blocks' sums (ln_backward_run). Grid and rows per block depend only on N: the same order on every GPU.
+// the blocks' sums (ln_backward_run). Grid, rounds and groups depend only on N and C: the same order on every GPU.
+// Rounds of 8 rows with one thread per W columns measured (ncu, H200, N 65536, C 768, bf16: 711 us, bound 418) 96 of
+// 256 threads busy over columns, 5-way bank conflicts on the sums, two barriers per 8 rows, 1.94 waves of 512 blocks
+// (127 registers: 2 blocks per SM). Here: 2 barriers per LN_ROUND_ROWS rows, 192 threads busy at C 768 (2 groups of
+// 96), conflict-free sums, at most LN_GRAD_BLOCKS blocks: at N 65536, 256 of 256 rows, one wave at 2 blocks per SM of
+// 132 SMs, 4.7 MB of partials; at N 8192, 256 blocks of one round (numbers to tune on a GPU).
+#define LN_GRAD_BLOCKS 256
+#define LN_ROUND_ROWS 32
+// groups of threads over the C / W vectors of a row in a round's step 2 (ln_backward_rounds): the more the narrower C
+__host__ __device__ inline int ln_groups(int C, int W) { return C / W < ROW_WARPS * 32 ? ROW_WARPS * 32 / (C / W) : 1; }
 
-// at most LN_GRAD_BLOCKS blocks: a few per SM of a large GPU, yet few partial rows (to tune on a GPU)
-#define LN_GRAD_BLOCKS 512
-
-// The rounds of one block, ROW_WARPS rows each, with its n running sums (n, C) in dynamic shared memory:
+// The rounds of one block, LN_ROUND_ROWS rows each (the last ones short), the n sums in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
-//   2. after a barrier, per_column(base, rows, i, g) for each vector i of W columns the thread owns (i = (threadIdx.x
-//      + 256 k) W): for the rows base .. base + rows - 1 in order, the input gradients, and the parameter-gradient
-//      terms into g, which the sums take; a second barrier keeps the next per_row from overwriting what it reads.
-// At the end each thread writes its columns of the sums as the block's partial rows, (n, blocks, C).
+//   2. after a barrier, G = ln_groups(C, W) groups over the V = C / W vectors, item m = group V + v taken by thread
+//      m % 256 (several where V > 256): per_column(row, slot, v W, g) for the group's rows of the round, slots group,
+//      group + G, ... in order: the input gradients, and the parameter-gradient terms into g, which the group's own
+//      sums take, element e of sum q at sums[group n C + q C + e V + v] (a warp writes consecutive words); a second
+//      barrier keeps the next per_row from overwriting what step 2 reads.
+// At the end each thread writes columns of the block's partial rows (n, blocks, C): its groups' sums, in group order.
 template <int W, int n, typename RowFn, typename ColumnFn>
 __device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C, int block_rows, RowFn per_row,
                                                    ColumnFn per_column) {
     extern __shared__ float sums[];  // zeroed here, added to only after the first round's barrier
-    for (int j = threadIdx.x; j < n * C; j += blockDim.x) { sums[j] = 0.0f; }
+    int V = C / W, G = ln_groups(C, W);
+    for (int j = threadIdx.x; j < G * n * C; j += blockDim.x) { sums[j] = 0.0f; }
     int r_begin = blockIdx.x * block_rows, r_end = r_begin + block_rows < N ? r_begin + block_rows : N;
-    int warp = threadIdx.x / 32;
-    for (int base = r_begin; base < r_end; base += ROW_WARPS) {
-        if (base + warp < r_end) { per_row(base + warp, warp); }
+    for (int base = r_begin; base < r_end; base += LN_ROUND_ROWS) {
+        int rows = r_end - base < LN_ROUND_ROWS ? r_end - base : LN_ROUND_ROWS;
+        for (int j = threadIdx.x / 32; j < rows; j += ROW_WARPS) { per_row(base + j, j); }
         __syncthreads();
-        int rows = r_end - base < ROW_WARPS ? r_end - base : ROW_WARPS;
-        for (int i = threadIdx.x * W; i < C; i += blockDim.x * W) {
-            float g[n][W] = {};  // this round's terms in these columns
-            per_column(base, rows, i, g);
+        for (int m = threadIdx.x; m < G * V; m += blockDim.x) {
+            float g[n][W] = {};  // this round's terms of the group's rows in these columns
+            for (int j = m / V; j < rows; j += G) { per_column(base + j, j, m % V * W, g); }
+            float* s = sums + (size_t)(m / V) * n * C + m % V;
             for (int q = 0; q < n; q++) {
-                for (int e = 0; e < W; e++) { sums[q * C + i + e] += g[q][e]; }
+                for (int e = 0; e < W; e++) { s[(q * W + e) * V] += g[q][e]; }
             }
         }
         __syncthreads();
     }
-    for (int i = threadIdx.x * W; i < C; i += blockDim.x * W) {
-        for (int q = 0; q < n; q++) {
-            float* p = partials + ((size_t)q * gridDim.x + blockIdx.x) * C + i;
-            for (int e = 0; e < W; e++) { p[e] = sums[q * C + i + e]; }
-        }
+    for (int j = threadIdx.x; j < n * C; j += blockDim.x) {
+        float t = 0.0f;
+        for (int group = 0; group < G; group++) { t += sums[(group * n + j / C) * C + j % C % W * V + j % C / W]; }
+        partials[((size_t)(j / C) * gridDim.x + blockIdx.x) * C + j % C] = t;
     }
 }
 
-// a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem) runs it (smem,
-// its sums' n * C floats, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' rows of sum q
-template <typename Kernel, typename Launch>
-static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
-    // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS, then more rounds
-    int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
-    size_t smem = (size_t)n * C * sizeof(float);
+// kernel(args..., block_rows), a LayerNorm backward of width W with n sums over N rows of C columns (dynamic shared
+// memory: its groups' sums, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' rows of sum q
+template <typename Kernel, typename... Args>
+static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N, int C, const char* what,
+                            Args... args) {
+    // rows per block: one round up to N = LN_ROUND_ROWS * LN_GRAD_BLOCKS, then more rounds
+    int block_rows = LN_ROUND_ROWS * ceil_div(N, LN_ROUND_ROWS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
+    size_t smem = (size_t)ln_groups(C, W) * n * C * sizeof(float);
     partials_check((size_t)n * blocks * C, what);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
-    launch(blocks, block_rows, smem);
+    kernel<<<blocks, ROW_WARPS * 32, smem>>>(args..., block_rows);
     cudaCheckLaunch();
     column_sums(grads, n, partials, blocks, C);
 }
@@ -332,8 +341,8 @@ static void ln_backward_run(Kernel kernel, ColumnOuts grads, int n, int N, int C
 template <int W>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
                                           const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
-                                          int block_rows, int accumulate) {
-    __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
+                                          int accumulate, int block_rows) {
+    __shared__ LnBackMeans row_means[LN_ROUND_ROWS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_backward_rounds<W, 2>(partials, N, C, block_rows,
         [&](int row, int slot) {
@@ -343,38 +352,34 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
             LnBackMeans means = ln_backward_means<W>(dv, xv, w, st[row], C, lane);
             if (lane == 0) { row_means[slot] = means; }
         },
-        [&](int base, int rows, int i, float (&g)[2][W]) {  // g: dw, db
-            Pack<floatX, W> wv = load_pack<W>(w + i);
-            for (int j = 0; j < rows; j++) {
-                int row = base + j;
-                size_t o = (size_t)row * C + i;
-                LnStats s = st[row];
-                Pack<float, W> dv = load_pack<W>(dout + o), d;
-                Pack<floatX, W> xv = load_pack<W>(inp + o), dx;
-                for (int e = 0; e < W; e++) {
-                    d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], s, row_means[j]);
-                    g[0][e] += dv.v[e] * (((float)xv.v[e] - s.mean) * s.rstd);
-                    g[1][e] += dv.v[e];
-                }
-                if (accumulate) {
-                    Pack<float, W> prev = load_pack<W>(dinp + o);
-                    for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
-                }
-                store_pack<W>(dinp + o, d);
-                if (dinp_x) {
-                    for (int e = 0; e < W; e++) { dx.v[e] = (floatX)d.v[e]; }
-                    store_pack<W>(dinp_x + o, dx);
-                }
+        [&](int row, int slot, int i, float (&g)[2][W]) {  // g: dw, db
+            size_t o = (size_t)row * C + i;
+            LnStats s = st[row];
+            Pack<float, W> dv = load_pack<W>(dout + o), d;
+            Pack<floatX, W> xv = load_pack<W>(inp + o), wv = load_pack<W>(w + i), dx;
+            for (int e = 0; e < W; e++) {
+                d.v[e] = ln_backward_value(dv.v[e], (float)xv.v[e], (float)wv.v[e], s, row_means[slot]);
+                g[0][e] += dv.v[e] * (((float)xv.v[e] - s.mean) * s.rstd);
+                g[1][e] += dv.v[e];
+            }
+            if (accumulate) {
+                Pack<float, W> prev = load_pack<W>(dinp + o);
+                for (int e = 0; e < W; e++) { d.v[e] += prev.v[e]; }
+            }
+            store_pack<W>(dinp + o, d);
+            if (dinp_x) {
+                for (int e = 0; e < W; e++) { dx.v[e] = (floatX)d.v[e]; }
+                store_pack<W>(dinp_x + o, dx);
             }
         });
 }
 
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const LnStats* st, int N, int C, int accumulate) {
-    auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_kernel);
-    ln_backward_run(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
-        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, rows, accumulate);
-    });
+    int width = row_width(C, {dinp, dinp_x, dout, inp, w});
+    auto kernel = ROW_KERNEL(width, layernorm_backward_kernel);
+    ln_backward_run(kernel, width, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, partials, dout, inp, w, st, N,
+                    C, accumulate);
 }
 
 // ----------------------------------------------------------------------------
@@ -487,7 +492,7 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
                                               float* partials, const float* du, SiameseNorms p, SiameseStats st,
                                               const floatX* x, const floatX* y, const floatX* r, int N, int C,
                                               int block_rows) {
-    __shared__ SiameseRowMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
+    __shared__ SiameseRowMeans row_means[LN_ROUND_ROWS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
     ln_backward_rounds<W, SIAMESE_SUMS>(partials, N, C, block_rows,
         [&](int row, int slot) {
@@ -517,37 +522,34 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
                                      LnBackMeans{warp_sum(x1) / C, warp_sum(x2) / C}};
             if (lane == 0) { row_means[slot] = means; }
         },
-        [&](int base, int rows, int i, float (&g)[SIAMESE_SUMS][W]) {
+        [&](int row, int slot, int i, float (&g)[SIAMESE_SUMS][W]) {
+            size_t o = (size_t)row * C + i;
+            SiameseRowMeans means = row_means[slot];
             Pack<floatX, W> wv = load_pack<W>(p.w + i), yw = load_pack<W>(p.yw + i), xw = load_pack<W>(p.xw + i);
-            for (int j = 0; j < rows; j++) {
-                int row = base + j;
-                size_t o = (size_t)row * C + i;
-                SiameseRowMeans means = row_means[j];
-                LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
-                Pack<float, W> duv = load_pack<W>(du + o), dxv = {}, dyv = {};
-                Pack<floatX, W> rv = load_pack<W>(r + o), xv = load_pack<W>(x + o), yv = load_pack<W>(y + o), dz;
-                if (streams_in) {
-                    dxv = load_pack<W>(dx + o);
-                    dyv = load_pack<W>(dy + o);
-                }
-                for (int e = 0; e < W; e++) {
-                    float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], ls, means.ln);
-                    float da = dr + dxv.v[e];
-                    g[0][e] += da * (((float)xv.v[e] - xs.mean) * xs.rstd);  // lnx: da xhat, da
-                    g[1][e] += da;
-                    g[2][e] += dr * (((float)yv.v[e] - ys.mean) * ys.rstd);  // lny: dr yhat, dr
-                    g[3][e] += dr;
-                    g[4][e] += duv.v[e] * (((float)rv.v[e] - ls.mean) * ls.rstd);  // ln: du rhat, du
-                    g[5][e] += duv.v[e];
-                    dyv.v[e] += ln_backward_value(dr, (float)yv.v[e], (float)yw.v[e], ys, means.y);
-                    dxv.v[e] = ln_backward_value(da, (float)xv.v[e], (float)xw.v[e], xs, means.x);
-                }
-                store_pack<W>(dy + o, dyv);
-                store_pack<W>(dx + o, dxv);
-                if (dz_prev) {
-                    for (int e = 0; e < W; e++) { dz.v[e] = (floatX)siamese_update_dz(dxv.v[e], dyv.v[e], c_prev); }
-                    store_pack<W>(dz_prev + o, dz);
-                }
+            LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
+            Pack<float, W> duv = load_pack<W>(du + o), dxv = {}, dyv = {};
+            Pack<floatX, W> rv = load_pack<W>(r + o), xv = load_pack<W>(x + o), yv = load_pack<W>(y + o), dz;
+            if (streams_in) {
+                dxv = load_pack<W>(dx + o);
+                dyv = load_pack<W>(dy + o);
+            }
+            for (int e = 0; e < W; e++) {
+                float dr = ln_backward_value(duv.v[e], (float)rv.v[e], (float)wv.v[e], ls, means.ln);
+                float da = dr + dxv.v[e];
+                g[0][e] += da * (((float)xv.v[e] - xs.mean) * xs.rstd);  // lnx: da xhat, da
+                g[1][e] += da;
+                g[2][e] += dr * (((float)yv.v[e] - ys.mean) * ys.rstd);  // lny: dr yhat, dr
+                g[3][e] += dr;
+                g[4][e] += duv.v[e] * (((float)rv.v[e] - ls.mean) * ls.rstd);  // ln: du rhat, du
+                g[5][e] += duv.v[e];
+                dyv.v[e] += ln_backward_value(dr, (float)yv.v[e], (float)yw.v[e], ys, means.y);
+                dxv.v[e] = ln_backward_value(da, (float)xv.v[e], (float)xw.v[e], xs, means.x);
+            }
+            store_pack<W>(dy + o, dyv);
+            store_pack<W>(dx + o, dxv);
+            if (dz_prev) {
+                for (int e = 0; e < W; e++) { dz.v[e] = (floatX)siamese_update_dz(dxv.v[e], dyv.v[e], c_prev); }
+                store_pack<W>(dz_prev + o, dz);
             }
         });
 }
@@ -559,10 +561,8 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
     auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
-        kernel<<<blocks, ROW_WARPS * 32, smem>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r,
-                                                 N, C, rows);
-    });
+    ln_backward_run(kernel, width, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in, partials,
+                    du, p, st, x, y, r, N, C);
 }
 
 #endif  // SIAMESE_CUH

@@ -111,6 +111,16 @@ plant fold train_gpt2.cu 's/siamese_input_backward(sc->dx, sc->dy, sc->dz, siame
     "final merge backward does not write dz of the last sublayer"
 plant lngrad siamese.cuh 's/r_end = r_begin + block_rows < N ? r_begin + block_rows : N;/r_end = r_begin + block_rows;/' \
     "LayerNorm backward: the last block of rows runs past N (a wrong row bound)"
+plant lngrad siamese.cuh '/per_row(base + j, j); }/{n;s/__syncthreads();/\/\/ (barrier planted away)/}' \
+    "LayerNorm backward: no barrier between the rows' means and the columns that read them" "$work/ref1" warp
+plant lngrad siamese.cuh 's/for (int j = m \/ V; j < rows; j += G)/for (int j = m \/ V; j < rows - 1; j += G)/' \
+    "LayerNorm backward: step 2 leaves the last row of each round out (a wrong row bound)"
+plant lngrad siamese.cuh 's/for (int j = m \/ V; j < rows; j += G)/for (int j = 0; j < rows; j += G)/' \
+    "LayerNorm backward: every group takes the rows of group 0 (rows added twice, others skipped)"
+plant lngrad siamese.cuh 's/for (int group = 0; group < G; group++)/for (int group = 1; group < G; group++)/' \
+    "LayerNorm backward: the block's partial sums leave group 0's sums out"
+plant lngrad siamese.cuh 's/j % C % W \* V + j % C \/ W\]/j % C]/' \
+    "LayerNorm backward: the partial sums read the groups' sums in the wrong layout"
 plant classifier train_gpt2.cu 's/g.v\[e\] = (floatX)(j \* CLASSIFIER_W + e == target ? d - dloss : d);/g.v[e] = (floatX)d;/' \
     "fused classifier leaves the one-hot out of dlogits"
 

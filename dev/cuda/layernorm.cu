@@ -14,13 +14,18 @@ as the trainer runs it in each mode:
 version 1: layernorm_v1.h: the forward reads the row three times (two passes for the statistics,
            one for out); the backward first sums dw, db in two-stage column sums (dout, x and the
            statistics read), then a row kernel reads dout twice (the means, then dinp).
-version 2: the trainer's (trainer.h includes train_gpt2.cu): the forward holds the row in registers
-           (HeldRow: read once, the statistics from registers); the backward takes the rows in
-           blocks, ROW_WARPS at a time: one warp per row takes the two means (dout and x held),
-           then the block, each thread owning columns, writes dinp (and dinp_x) and adds the dw, db
-           terms to sums only that thread touches; ln_backward_run then adds the blocks' sums. out,
-           mean, rstd, dinp and dinp_x are computed exactly as in version 1 and must be
-           bit-identical to it (checked); dw and db, summed in another order, against the reference.
+version 2: the trainer's forward (layernorm_forward: the row held in registers, HeldRow: read
+           once, the statistics from registers); the backward ln_backward_r8.h's: the rows in
+           blocks, 8 at a time: one warp per row takes the two means (dout and x held), then the
+           block, each thread owning columns (96 of 256 threads at C 768), writes dinp (and dinp_x)
+           and adds the dw, db terms to sums only that thread touches; the trainer's column sums
+           then add the blocks' sums.
+version 3: the trainer's (trainer.h includes train_gpt2.cu): version 2's forward; the backward
+           (layernorm_backward) in rounds of LN_ROUND_ROWS rows, the block's threads in groups over
+           the round's rows (2 groups of 96 at C 768), each group with its own sums, added in group
+           order at the end. For versions 2 and 3, out, mean, rstd, dinp and dinp_x are computed
+           exactly as in version 1 and must be bit-identical to it (checked); dw and db, summed in
+           another order, against the reference.
 
 Checked against a CPU reference from the formulas (common.h's LayerNorm references, after
 train_gpt2.c's layernorm_row and layernorm_backward_row: statistics in double, the parameter
@@ -35,6 +40,7 @@ a GPU yet, so no timing.
 */
 #include "trainer.h"
 #include "layernorm_v1.h"
+#include "ln_backward_r8.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (C=)
@@ -128,6 +134,8 @@ static void run_backward(int version, int mode, const Buffers* b, int N, int C) 
     int accumulate = mode == 0;
     if (version == 1) {
         layernorm_backward_v1(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
+    } else if (version == 2) {
+        layernorm_backward_r8(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     } else {
         layernorm_backward(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     }
@@ -146,7 +154,7 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, C = CH;
     const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
-    int only = parse_args(argc, argv, 2, sizes, 2);
+    int only = parse_args(argc, argv, 3, sizes, 2);
     size_t n = (size_t)N * C;
     print_device();
     printf("layernorm: N = %d rows, C = %d\n", N, C);
@@ -172,7 +180,7 @@ int main(int argc, char** argv) {
     b.st = (LnStats*)device_alloc(N * sizeof(LnStats));
     b.dinp = (float*)device_alloc(n * sizeof(float));
     b.grads = (float*)device_alloc(2 * C * sizeof(float));
-    Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside version 2
+    Buffers b1 = b;  // the same inputs, outputs of their own: version 1 beside versions 2 and 3
     b1.out = (bf16*)device_alloc(n * sizeof(bf16));
     b1.dinp_x = (bf16*)device_alloc(n * sizeof(bf16));
     b1.st = (LnStats*)device_alloc(N * sizeof(LnStats));
@@ -202,7 +210,7 @@ int main(int argc, char** argv) {
     const float dparams_atol = fmaxf(1e-2f * N / N_ROWS, 1e-5f);
     double bf = sizeof(bf16) * (double)n, ff = sizeof(float) * (double)n, stats = 2.0 * N * sizeof(float);
     double bytes_fwd = 2 * bf + stats, bytes_bwd[2] = {3 * ff + bf + stats, 2 * ff + 2 * bf + stats};
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         // forward; the backward below runs on the statistics it saved
@@ -213,7 +221,7 @@ int main(int argc, char** argv) {
         from_device_stats(got_mean, got_rstd, b.st, N);
         check_close("mean", ref_mean, got_mean, N, 1e-5f, 1e-4f);
         check_close("rstd", ref_rstd, got_rstd, N, 1e-5f, 1e-4f);
-        if (v == 2) {
+        if (v >= 2) {
             run_forward(1, &b1, N, C);
             cudaCheck(cudaDeviceSynchronize());
             printf("  against version 1:\n");
@@ -236,7 +244,7 @@ int main(int argc, char** argv) {
             }
             from_device_f32(got, b.grads, 2 * C);
             check_close("dparams", ref_g[mode], got, 2 * C, dparams_atol, 1e-3f);
-            if (v == 2) {  // version 1 on version 2's statistics (identical, checked above)
+            if (v >= 2) {  // version 1 on this version's statistics (identical, checked above)
                 reset(mode, &b1, N, C);
                 b1.st = b.st;
                 run_backward(1, mode, &b1, N, C);

@@ -15,7 +15,7 @@ what the update of the sublayer before needs for its backward, the block-output 
 
     dz_prev = dx / c_prev + dy         (bf16: the block's matmuls read it)
 
-which versions 1, 3 and 4 also write (version 2 does not).
+which versions 1, 3, 4 and 5 also write (version 2 does not).
 
 version 1: two kernels and the column sums (layernorm_v1.h siamese_input_backward_v1 without
            dz_prev: one warp per row, W elements per access as row_width picks, dr and da written
@@ -33,16 +33,21 @@ version 3: version 1 with the update's backward folded into the row kernel's las
            (layernorm_v1.h siamese_input_backward_v1 with dz_prev), dz_prev written from dx and dy
            in registers. The same code on the same values as version 1, so every output must be
            bit-identical to version 1's (checked: version 1 runs again beside it).
-version 4: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.cu):
-           no scratch tensors; blocks of rows, ROW_WARPS at a time: one warp per row takes the
-           three LN backwards' means (du and s held in registers), then the block, each thread
-           owning columns, recomputes dr and da, writes dy, dx, dz_prev and adds the six
-           parameter-gradient terms to sums only that thread touches; ln_backward_run then adds the
-           blocks' sums in a fixed order. dx, dy and dz_prev are computed exactly as in version 1
-           and must be bit-identical to it (checked); the parameter gradients, summed in another
-           order, are checked against the reference. Run a second time as the final merge
-           (streams_in 0: dx and dy are outputs only, filled with NaN before the run), against the
-           reference with dx_next = dy_next = 0.
+version 4: ln_backward_r8.h's siamese_input_backward_r8: no scratch tensors; blocks of rows, 8 at
+           a time: one warp per row takes the three LN backwards' means (du and s held in
+           registers), then the block, each thread owning columns (96 of 256 threads at C 768),
+           recomputes dr and da, writes dy, dx, dz_prev and adds the six parameter-gradient terms
+           to sums only that thread touches (bank conflicts: a thread's 8 columns are 8 words
+           apart from the next thread's); the trainer's column sums then add the blocks' sums.
+version 5: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.cu): version 4
+           in rounds of LN_ROUND_ROWS rows (2 barriers per 32 rows), the block's threads in groups
+           over the round's rows (2 groups of 96 at C 768), each group with its own conflict-free
+           sums, added in group order at the end; at most LN_GRAD_BLOCKS blocks.
+           Versions 4 and 5 compute dx, dy and dz_prev exactly as version 1 and must be
+           bit-identical to it (checked); the parameter gradients, summed in another order, are
+           checked against the reference. Both run a second time as the final merge (streams_in
+           0: dx and dy are outputs only, filled with NaN before the run), against the reference
+           with dx_next = dy_next = 0.
 
 Checked against a CPU fp32 reference written from the formulas (train_gpt2.c's
 layernorm_backward_row; parameter gradients summed in double). GB/s against the bytes the job must
@@ -56,6 +61,7 @@ a GPU yet, so no timing.
 */
 #include "trainer.h"
 #include "layernorm_v1.h"
+#include "ln_backward_r8.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (C=)
@@ -356,7 +362,7 @@ static void input_backward_v1(const Buffers* b, bf16* dz, float c_prev, int N, i
                               stat_views(b, N), b->x, b->y, b->s, N, C);
 }
 
-// streams_in: 1 for a sublayer's input side, 0 for the final merge (version 4)
+// streams_in: 1 for a sublayer's input side, 0 for the final merge (versions 4 and 5)
 static void run_version(int version, const Buffers* b, float c_prev, int N, int C, int streams_in = 1) {
     if (version == 1) {
         input_backward_v1(b, NULL, c_prev, N, C);
@@ -366,6 +372,9 @@ static void run_version(int version, const Buffers* b, float c_prev, int N, int 
     } else if (version == 3) {
         input_backward_v1(b, b->dz, c_prev, N, C);
     } else if (version == 4) {
+        siamese_input_backward_r8(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
+                                  stat_views(b, N), b->x, b->y, b->s, N, C);
+    } else if (version == 5) {
         siamese_input_backward(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
                                stat_views(b, N), b->x, b->y, b->s, N, C);
     } else {
@@ -391,9 +400,9 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_reference(); }
     int N = N_ROWS, C = CH;
     const SizeArg sizes[] = {{"N", &N}, {"C", &C}};
-    int only = parse_args(argc, argv, 4, sizes, 2);
+    int only = parse_args(argc, argv, 5, sizes, 2);
     if ((only == 0 || only == 2) && (C % 8 != 0 || C > 256 * VPL_MAX)) {
-        size_error(argv[0], "version 2 needs C a multiple of 8 up to 1024 (versions 1, 3 and 4 take any C)");
+        size_error(argv[0], "version 2 needs C a multiple of 8 up to 1024 (versions 1, 3, 4 and 5 take any C)");
     }
     size_t n = (size_t)N * C;
     const float c_prev = sqrtf(2.0f * 3);  // the scale of the sublayer before: layer 2's c_l
@@ -440,7 +449,7 @@ int main(int argc, char** argv) {
     b.partials = (float*)device_alloc((size_t)v2_blocks(N) * NUM_P * C * sizeof(float));
     b.dz = (bf16*)device_alloc(n * sizeof(bf16));
     trainer_partials(C);
-    Buffers b1 = b;  // the same inputs, outputs and scratch of their own: version 1 beside versions 3 and 4
+    Buffers b1 = b;  // the same inputs, outputs and scratch of their own: version 1 beside versions 3 to 5
     b1.dx = (float*)device_alloc(n * sizeof(float));
     b1.dy = (float*)device_alloc(n * sizeof(float));
     b1.grads = (float*)device_alloc(NUM_P * C * sizeof(float));
@@ -453,7 +462,7 @@ int main(int argc, char** argv) {
     }
 
     // the CPU reference (dx, dy in place, gradients in double from their starting values); and as
-    // the final merge, with dx_next = dy_next = 0 (version 4)
+    // the final merge, with dx_next = dy_next = 0 (versions 4 and 5)
     float* ref_g = (float*)host_alloc(NUM_P * C * sizeof(float));
     float* ref_dz = (float*)host_alloc(n * sizeof(float));
     float *mdx = (float*)calloc(n, sizeof(float)), *mdy = (float*)calloc(n, sizeof(float));
@@ -485,7 +494,7 @@ int main(int argc, char** argv) {
         }
     };
     double bytes = (5 * sizeof(float) + 3 * sizeof(bf16)) * (double)n + NUM_S * (double)N * sizeof(LnStats);
-    for (int v = 1; v <= 4; v++) {
+    for (int v = 1; v <= 5; v++) {
         if (only && v != only) { continue; }
         printf("version %d\n", v);
         reset(&b, N, C);
@@ -504,12 +513,12 @@ int main(int argc, char** argv) {
             if (v == 3) { check_identical("dparams", b1.grads, b.grads, NUM_P * C, sizeof(float)); }  // the same sums
             check_identical("dz_prev", b1.dz, b.dz, n, sizeof(bf16));
         }
-        if (v == 4) {  // the final merge: dx, dy are outputs only (NaN before the run: never read)
+        if (v >= 4) {  // the final merge: dx, dy are outputs only (NaN before the run: never read)
             reset(&b, N, C);
             cudaCheck(cudaMemset(b.dx, 0xff, n * sizeof(float)));
             cudaCheck(cudaMemset(b.dy, 0xff, n * sizeof(float)));
             cudaCheck(cudaMemset(b.dz, 0, n * sizeof(bf16)));
-            run_version(4, &b, c_prev, N, C, 0);
+            run_version(v, &b, c_prev, N, C, 0);
             cudaCheck(cudaDeviceSynchronize());
             printf("  as the final merge (no incoming dx, dy):\n");
             check_run(&b, mdx, mdy, ref_mg, ref_mdz);

@@ -9,8 +9,8 @@
 # warp operations in between shows only under these); each program's `ref` check runs too.
 # The trainer's folded SiameseNorm kernels must also be bit-identical to the unfolded form
 # (siamese_input_forward versions 4 and 5 against 1, siamese_input_backward 3 against 1), the
-# trainer's LayerNorm kernels to version 1 of them in every output but the parameter gradients
-# (siamese_input_backward 4 against 1, layernorm 2 against 1), and both embedding-gradient
+# LayerNorm backwards in blocks of rows to version 1 of them in every output but the parameter
+# gradients (siamese_input_backward 4 and 5 against 1, layernorm 2 and 3 against 1), and both embedding-gradient
 # versions to a CPU sum in their order (encoder_backward).
 # Timing is skipped there (the programs say so): it waits for a GPU.
 set -uo pipefail
@@ -56,16 +56,23 @@ run siamese_input_forward 1 4 N=5 C=50  # the folded kernel bit-identical to ver
 run siamese_input_forward 1 5 N=5 C=50  # and the trainer's
 run siamese_input_forward 1 5 N=9 C=1032  # rows past the 1024 columns a lane's registers hold: 129 vectors
 run siamese_input_forward 1 5 N=3 C=1100  # the same at the scalar width
-run siamese_input_backward 4 N=37 C=264  # version 2: a second, partial block of rows; version 4: 5 blocks, the last of 5 rows
-run siamese_input_backward 4 N=4103 C=24  # version 4: 2 rounds of 8 rows per block, 257 blocks, the last of 7 rows
+run siamese_input_backward 5 N=37 C=264  # 2: a second, partial block of rows; 5: 7 groups of 33, 2 blocks
+run siamese_input_backward 5 N=8225 C=24  # 5: 129 blocks of 64 rows, the last of 33 (rounds of 32, 1)
 run siamese_input_backward 1 1 N=3 C=50
 run siamese_input_backward 1 3 N=3 C=50
 run siamese_input_backward 1 4 N=3 C=50
-run siamese_input_backward 1 4 N=9 C=1032  # rows past the held columns
-run layernorm 2 N=37 C=264
-run layernorm 2 N=4103 C=24             # 2 rounds per block, the last block of 7 rows
+run siamese_input_backward 1 5 N=45 C=50  # the scalar width: 5 groups of 50 columns, blocks of 32 and 13 rows
+run siamese_input_backward 1 5 N=9 C=1032  # rows past the held columns
+run siamese_input_backward 1 5 N=5 C=2064  # 258 vectors of 8: one group, thread 0 and 1 take two each
+run siamese_input_backward 1 5 N=3 C=301  # the scalar width, one group, threads 0 to 44 take two columns
+run siamese_input_backward 1 4 N=9 C=1032
+run layernorm 3 N=37 C=264
+run layernorm 3 N=8225 C=24             # 129 blocks of 64 rows, the last of 33 (rounds of 32, 1)
 run layernorm 1 2 N=77 C=50             # the scalar width
-run layernorm 1 2 N=9 C=1032            # rows past the held columns
+run layernorm 1 3 N=77 C=50             # the scalar width: 5 groups, blocks of 32, 32 and 13 rows
+run layernorm 1 3 N=9 C=1032            # rows past the held columns
+run layernorm 1 3 N=5 C=2064            # one group, threads taking two vectors
+run layernorm 1 3 N=3 C=301             # the same at the scalar width
 run classifier 5 N=5 V=301 Vp=304       # the last vector holds 5 real entries and 3 of padding
 run classifier 1 4 N=2 V=120001 Vp=120064  # the trainer's classifier() beyond a tile: 3 tiles, the last partial
 run classifier 1 1 N=3 V=77 Vp=77
