@@ -477,9 +477,9 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 // 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
 //   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du and r (held), then,
 //     from dr and da, those of LN_back(dr; y) and LN_back(da; x);
-//   step 2, the block over columns: per row, dr and da again (a few flops; storing them would cost two fp32 tensors
-//     written and read back), dy, dx, the six parameter-gradient terms and, given dz_prev, the update backward of the
-//     sublayer before, siamese_update_dz(dx, dy, c_prev).
+//   step 2, groups of threads over columns: per row, dr and da again (a few flops; storing them would cost two fp32
+//     tensors written and read back), dy, dx, the six parameter-gradient terms and, given dz_prev, the update backward
+//     of the sublayer before, siamese_update_dz(dx, dy, c_prev).
 
 // the six sums of an input side, in the order of SiameseNormsT: (xw, xb, yw, yb, w, b)
 #define SIAMESE_SUMS 6
