@@ -272,13 +272,13 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 // The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r dout[r][c], sums over
 // all N rows, which the backward row kernels take per block of rows as they go (ln_backward_rounds); column sums add
 // the blocks' sums (ln_backward_run). Grid, rounds and groups depend only on N and C: the same order on every GPU.
-// Rounds of 8 rows with one thread per W columns measured (ncu, H200, N 65536, C 768, bf16: 711 us, bound 418) 96 of
-// 256 threads busy over columns, 5-way bank conflicts on the sums, two barriers per 8 rows, 1.94 waves of 512 blocks
-// (127 registers: 2 blocks per SM). Here: 2 barriers per LN_ROUND_ROWS rows, 192 threads busy at C 768 (2 groups of
-// 96), conflict-free sums, at most LN_GRAD_BLOCKS blocks: at N 65536, 256 of 256 rows, one wave at 2 blocks per SM of
-// 132 SMs, 4.7 MB of partials; at N 8192, 256 blocks of one round (numbers to tune on a GPU).
+// Rounds of 8 rows, one thread per W columns, 512 blocks measured (ncu, H200, N 65536, C 768, bf16: 711 us, bound
+// 418 us) 96 of 256 threads busy over columns, 5-way bank conflicts, 1.94 waves (127 registers: 2 blocks per SM).
+// Here groups of threads over a round's rows (192 busy at C 768), conflict-free sums, at most LN_GRAD_BLOCKS blocks:
+// 256 of 256 rows at N 65536, one wave at 2 per SM of 132 SMs, 4.7 MB of partials. Step 2 re-reads step 1's rows
+// (10.75 KB each in the SiameseNorm backward) from L2: 8-row rounds of 264 blocks hold 23 MB (32 rows: 93 MB).
 #define LN_GRAD_BLOCKS 256
-#define LN_ROUND_ROWS 32
+#define LN_ROUND_ROWS 8
 // groups of threads over the C / W vectors of a row in a round's step 2 (ln_backward_rounds): the more the narrower C
 __host__ __device__ inline int ln_groups(int C, int W) { return C / W < ROW_WARPS * 32 ? ROW_WARPS * 32 / (C / W) : 1; }
 

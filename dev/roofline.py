@@ -59,7 +59,7 @@ MATMUL = "cuBLASLt matmuls (all shapes)"
 # the constants of the kernels the counts depend on (train_gpt2.cu, attention.cuh)
 ROW_WARPS = 8            # warps per block of a row kernel
 LN_GRAD_BLOCKS = 256     # most blocks of a LayerNorm backward
-LN_ROUND_ROWS = 32       # rows per round of a LayerNorm backward block
+LN_ROUND_ROWS = 8        # rows per round of a LayerNorm backward block
 COLUMN_MAX_SPLITS = 32   # column_grads: row chunks
 COLUMN_CHUNK_ROWS = 64
 EMBED_CHUNK = 64         # wte_backward: positions per chunk

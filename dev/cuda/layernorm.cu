@@ -15,15 +15,14 @@ version 1: layernorm_v1.h: the forward reads the row three times (two passes for
            one for out); the backward first sums dw, db in two-stage column sums (dout, x and the
            statistics read), then a row kernel reads dout twice (the means, then dinp).
 version 2: the trainer's forward (layernorm_forward: the row held in registers, HeldRow: read
-           once, the statistics from registers); the backward ln_backward_r8.h's: the rows in
+           once, the statistics from registers); the backward ln_backward_cols.h's: the rows in
            blocks, 8 at a time: one warp per row takes the two means (dout and x held), then the
            block, each thread owning columns (96 of 256 threads at C 768), writes dinp (and dinp_x)
            and adds the dw, db terms to sums only that thread touches; the trainer's column sums
            then add the blocks' sums.
 version 3: the trainer's (trainer.h includes train_gpt2.cu): version 2's forward; the backward
-           (layernorm_backward) in rounds of LN_ROUND_ROWS rows, the block's threads in groups over
-           the round's rows (2 groups of 96 at C 768), each group with its own sums, added in group
-           order at the end. For versions 2 and 3, out, mean, rstd, dinp and dinp_x are computed
+           (layernorm_backward) with the block's threads in groups over the round's rows in step 2
+           (2 groups of 96 at C 768), each group with its own sums, added in group order at the end. For versions 2 and 3, out, mean, rstd, dinp and dinp_x are computed
            exactly as in version 1 and must be bit-identical to it (checked); dw and db, summed in
            another order, against the reference.
 
@@ -40,7 +39,7 @@ a GPU yet, so no timing.
 */
 #include "trainer.h"
 #include "layernorm_v1.h"
-#include "ln_backward_r8.h"
+#include "ln_backward_cols.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (C=)
@@ -135,7 +134,7 @@ static void run_backward(int version, int mode, const Buffers* b, int N, int C) 
     if (version == 1) {
         layernorm_backward_v1(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     } else if (version == 2) {
-        layernorm_backward_r8(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
+        layernorm_backward_cols(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     } else {
         layernorm_backward(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     }

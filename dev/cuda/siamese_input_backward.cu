@@ -33,16 +33,16 @@ version 3: version 1 with the update's backward folded into the row kernel's las
            (layernorm_v1.h siamese_input_backward_v1 with dz_prev), dz_prev written from dx and dy
            in registers. The same code on the same values as version 1, so every output must be
            bit-identical to version 1's (checked: version 1 runs again beside it).
-version 4: ln_backward_r8.h's siamese_input_backward_r8: no scratch tensors; blocks of rows, 8 at
+version 4: ln_backward_cols.h's siamese_input_backward_cols: no scratch tensors; blocks of rows, 8 at
            a time: one warp per row takes the three LN backwards' means (du and s held in
            registers), then the block, each thread owning columns (96 of 256 threads at C 768),
            recomputes dr and da, writes dy, dx, dz_prev and adds the six parameter-gradient terms
            to sums only that thread touches (bank conflicts: a thread's 8 columns are 8 words
            apart from the next thread's); the trainer's column sums then add the blocks' sums.
 version 5: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.cu): version 4
-           in rounds of LN_ROUND_ROWS rows (2 barriers per 32 rows), the block's threads in groups
-           over the round's rows (2 groups of 96 at C 768), each group with its own conflict-free
-           sums, added in group order at the end; at most LN_GRAD_BLOCKS blocks.
+           with the block's threads in groups over the round's rows in step 2 (2 groups of 96 at C
+           768, each taking 4 of the 8 rows), each group with its own conflict-free sums, added in
+           group order at the end; at most LN_GRAD_BLOCKS = 256 blocks.
            Versions 4 and 5 compute dx, dy and dz_prev exactly as version 1 and must be
            bit-identical to it (checked); the parameter gradients, summed in another order, are
            checked against the reference. Both run a second time as the final merge (streams_in
@@ -61,7 +61,7 @@ a GPU yet, so no timing.
 */
 #include "trainer.h"
 #include "layernorm_v1.h"
-#include "ln_backward_r8.h"
+#include "ln_backward_cols.h"
 
 #define N_ROWS (8 * 1024)  // B * T (default; N= on the command line)
 #define CH 768             // C (C=)
@@ -372,7 +372,7 @@ static void run_version(int version, const Buffers* b, float c_prev, int N, int 
     } else if (version == 3) {
         input_backward_v1(b, b->dz, c_prev, N, C);
     } else if (version == 4) {
-        siamese_input_backward_r8(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
+        siamese_input_backward_cols(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
                                   stat_views(b, N), b->x, b->y, b->s, N, C);
     } else if (version == 5) {
         siamese_input_backward(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),

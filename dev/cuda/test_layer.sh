@@ -56,20 +56,20 @@ run siamese_input_forward 1 4 N=5 C=50  # the folded kernel bit-identical to ver
 run siamese_input_forward 1 5 N=5 C=50  # and the trainer's
 run siamese_input_forward 1 5 N=9 C=1032  # rows past the 1024 columns a lane's registers hold: 129 vectors
 run siamese_input_forward 1 5 N=3 C=1100  # the same at the scalar width
-run siamese_input_backward 5 N=37 C=264  # 2: a second, partial block of rows; 5: 7 groups of 33, 2 blocks
-run siamese_input_backward 5 N=8225 C=24  # 5: 129 blocks of 64 rows, the last of 33 (rounds of 32, 1)
+run siamese_input_backward 5 N=37 C=264  # 2: a second, partial block of rows; 5: 7 groups of 33, 5 blocks
+run siamese_input_backward 5 N=8225 C=24  # 5: 206 blocks of 40 rows, the last of 25 (rounds of 8, 8, 8, 1)
 run siamese_input_backward 1 1 N=3 C=50
 run siamese_input_backward 1 3 N=3 C=50
 run siamese_input_backward 1 4 N=3 C=50
-run siamese_input_backward 1 5 N=45 C=50  # the scalar width: 5 groups of 50 columns, blocks of 32 and 13 rows
+run siamese_input_backward 1 5 N=45 C=50  # the scalar width: 5 groups of 50 columns, 6 blocks, the last of 5 rows
 run siamese_input_backward 1 5 N=9 C=1032  # rows past the held columns
 run siamese_input_backward 1 5 N=5 C=2064  # 258 vectors of 8: one group, thread 0 and 1 take two each
 run siamese_input_backward 1 5 N=3 C=301  # the scalar width, one group, threads 0 to 44 take two columns
 run siamese_input_backward 1 4 N=9 C=1032
 run layernorm 3 N=37 C=264
-run layernorm 3 N=8225 C=24             # 129 blocks of 64 rows, the last of 33 (rounds of 32, 1)
+run layernorm 3 N=8225 C=24             # 206 blocks of 40 rows, the last of 25 (rounds of 8, 8, 8, 1)
 run layernorm 1 2 N=77 C=50             # the scalar width
-run layernorm 1 3 N=77 C=50             # the scalar width: 5 groups, blocks of 32, 32 and 13 rows
+run layernorm 1 3 N=77 C=50             # the scalar width: 5 groups, 10 blocks, the last of 5 rows
 run layernorm 1 3 N=9 C=1032            # rows past the held columns
 run layernorm 1 3 N=5 C=2064            # one group, threads taking two vectors
 run layernorm 1 3 N=3 C=301             # the same at the scalar width

@@ -1,18 +1,18 @@
 /*
-dev/cuda/ln_backward_r8.h: the LayerNorm backward row kernels in rounds of ROW_WARPS = 8 rows, plain (layernorm.cu
-version 2) and SiameseNorm input side (siamese_input_backward.cu version 4), for the experiments that check and time
-them beside the trainer's (siamese.cuh ln_backward_rounds: rounds of LN_ROUND_ROWS rows, groups of threads over the
-rows of a round). Included after trainer.h: it uses the trainer's helpers (Pack, HeldRow, ln_backward_means,
+dev/cuda/ln_backward_cols.h: the LayerNorm backward row kernels with one thread per W columns in step 2, plain
+(layernorm.cu version 2) and SiameseNorm input side (siamese_input_backward.cu version 4), for the experiments that
+check and time them beside the trainer's (siamese.cuh ln_backward_rounds: groups of threads over the rows of a round,
+each group with its own sums). Included after trainer.h: it uses the trainer's helpers (Pack, HeldRow, ln_backward_means,
 ln_backward_value, column_sums, partials, ...). Per round: one warp per row takes the row's means, a barrier, then
 each thread owning W columns (C / W threads of the block, 96 of 256 at C 768 and W 8) walks the 8 rows in order
 and adds its terms to sums[q C + i + e] (consecutive threads 8 words apart: bank conflicts), a second barrier.
-At most LN_GRAD_BLOCKS_R8 blocks; the block's partial rows are then added by the trainer's column_sums. dx, dy,
+At most LN_GRAD_BLOCKS_COLS blocks; the block's partial rows are then added by the trainer's column_sums. dx, dy,
 dz_prev, dinp and dinp_x are computed exactly as in the trainer's kernels: bit-identical (the experiments check).
 */
-#ifndef DEV_CUDA_LN_BACKWARD_R8_H
-#define DEV_CUDA_LN_BACKWARD_R8_H
+#ifndef DEV_CUDA_LN_BACKWARD_COLS_H
+#define DEV_CUDA_LN_BACKWARD_COLS_H
 
-#define LN_GRAD_BLOCKS_R8 512
+#define LN_GRAD_BLOCKS_COLS 512
 
 // The rounds of one block, ROW_WARPS rows each, with its n running sums (n, C) in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
@@ -21,7 +21,7 @@ dz_prev, dinp and dinp_x are computed exactly as in the trainer's kernels: bit-i
 //      terms into g, which the sums take; a second barrier keeps the next per_row from overwriting what it reads.
 // At the end each thread writes its columns of the sums as the block's partial rows, (n, blocks, C).
 template <int W, int n, typename RowFn, typename ColumnFn>
-__device__ __forceinline__ void ln_backward_rounds_r8(float* partials, int N, int C, int block_rows, RowFn per_row,
+__device__ __forceinline__ void ln_backward_rounds_cols(float* partials, int N, int C, int block_rows, RowFn per_row,
                                                    ColumnFn per_column) {
     extern __shared__ float sums[];  // zeroed here, added to only after the first round's barrier
     for (int j = threadIdx.x; j < n * C; j += blockDim.x) { sums[j] = 0.0f; }
@@ -51,9 +51,9 @@ __device__ __forceinline__ void ln_backward_rounds_r8(float* partials, int N, in
 // a LayerNorm backward kernel with n sums over N rows of C columns: launch(blocks, block_rows, smem) runs it (smem,
 // its sums' n * C floats, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' rows of sum q
 template <typename Kernel, typename Launch>
-static void ln_backward_run_r8(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
-    // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS_R8, then more rounds
-    int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS_R8), blocks = ceil_div(N, block_rows);
+static void ln_backward_run_cols(Kernel kernel, ColumnOuts grads, int n, int N, int C, const char* what, Launch launch) {
+    // rows per block: ROW_WARPS (one round) up to N = ROW_WARPS * LN_GRAD_BLOCKS_COLS, then more rounds
+    int block_rows = ROW_WARPS * ceil_div(N, ROW_WARPS * LN_GRAD_BLOCKS_COLS), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)n * C * sizeof(float);
     partials_reserve((size_t)n * blocks * C);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -66,12 +66,12 @@ static void ln_backward_run_r8(Kernel kernel, ColumnOuts grads, int n, int N, in
 }
 
 template <int W>
-__global__ void layernorm_backward_r8_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
+__global__ void layernorm_backward_cols_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
                                           const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
                                           int block_rows, int accumulate) {
     __shared__ LnBackMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
-    ln_backward_rounds_r8<W, 2>(partials, N, C, block_rows,
+    ln_backward_rounds_cols<W, 2>(partials, N, C, block_rows,
         [&](int row, int slot) {
             size_t o = (size_t)row * C;
             HeldRow<float, W> dv = held_load<float, W>(dout + o, C, lane);
@@ -105,22 +105,22 @@ __global__ void layernorm_backward_r8_kernel(float* dinp, floatX* dinp_x, float*
         });
 }
 
-static void layernorm_backward_r8(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout,
+static void layernorm_backward_cols(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout,
                                   const floatX* inp, const floatX* w, const LnStats* st, int N, int C, int accumulate) {
-    auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_r8_kernel);
-    ln_backward_run_r8(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
+    auto kernel = ROW_KERNEL(row_width(C, {dinp, dinp_x, dout, inp, w}), layernorm_backward_cols_kernel);
+    ln_backward_run_cols(kernel, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int blocks, int rows, size_t smem) {
         kernel<<<blocks, ROW_WARPS * 32, smem>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, rows, accumulate);
     });
 }
 
 template <int W>
-__global__ void siamese_input_backward_r8_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
+__global__ void siamese_input_backward_cols_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
                                               float* partials, const float* du, SiameseNorms p, SiameseStats st,
                                               const floatX* x, const floatX* y, const floatX* r, int N, int C,
                                               int block_rows) {
     __shared__ SiameseRowMeans row_means[ROW_WARPS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
-    ln_backward_rounds_r8<W, SIAMESE_SUMS>(partials, N, C, block_rows,
+    ln_backward_rounds_cols<W, SIAMESE_SUMS>(partials, N, C, block_rows,
         [&](int row, int slot) {
             size_t o = (size_t)row * C;
             LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
@@ -184,16 +184,16 @@ __global__ void siamese_input_backward_r8_kernel(float* dx, float* dy, floatX* d
 }
 
 // the kernel above, its sums added into the six parameter gradients g (dz_prev: NULL for the first sublayer)
-static void siamese_input_backward_r8(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
+static void siamese_input_backward_cols(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
                                       const float* du, SiameseNormGrads g, SiameseNorms p, SiameseStats st,
                                       const floatX* x, const floatX* y, const floatX* r, int N, int C) {
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
-    auto kernel = ROW_KERNEL(width, siamese_input_backward_r8_kernel);
+    auto kernel = ROW_KERNEL(width, siamese_input_backward_cols_kernel);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run_r8(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
+    ln_backward_run_cols(kernel, grads, SIAMESE_SUMS, N, C, __func__, [&](int blocks, int rows, size_t smem) {
         kernel<<<blocks, ROW_WARPS * 32, smem>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r,
                                                  N, C, rows);
     });
 }
 
-#endif  // DEV_CUDA_LN_BACKWARD_R8_H
+#endif  // DEV_CUDA_LN_BACKWARD_COLS_H
