@@ -269,63 +269,61 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 }
 
 // ----------------------------------------------------------------------------
-// The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] * xhat[r][c] and db[c] += sum_r dout[r][c], sums over
-// all N rows, which the backward row kernels take per block of rows as they go (ln_backward_rounds); column sums add
-// the blocks' sums (ln_backward_run). Grid, rounds and groups depend only on N and C: the same order on every GPU.
-// Rounds of 8 rows, one thread per W columns, 512 blocks measured (ncu, H200, N 65536, C 768, bf16: 711 us, bound
-// 418 us) 96 of 256 threads busy over columns, 5-way bank conflicts, 1.94 waves (127 registers: 2 blocks per SM).
-// Here groups of threads over a round's rows (192 busy at C 768), conflict-free sums, at most LN_GRAD_BLOCKS blocks:
-// 256 of 256 rows at N 65536, one wave at 2 per SM of 132 SMs, 4.7 MB of partials. Step 2 re-reads step 1's rows
-// (10.75 KB each in the SiameseNorm backward) from L2: 8-row rounds of 264 blocks hold 23 MB (32 rows: 93 MB).
+// The LayerNorm parameter gradients, dw[c] += sum_r dout[r][c] xhat[r][c] and db[c] += sum_r dout[r][c], summed per
+// block of rows by the backward row kernels (LnRounds), then over the blocks (ln_backward_run), in an order fixed by N
+// and C. One thread per W columns in step 2 and 512 blocks (ncu, H200, N 65536, C 768, bf16: 711 us, bound 418 us)
+// left 160 of 256 threads idle, 5-way bank conflicts, 1.94 waves at 2 blocks per SM (127 registers). Here: groups over
+// a round's rows, conflict-free sums, at most LN_GRAD_BLOCKS (256 of 256 rows at N 65536: one wave at 2 per SM of 132
+// SMs; 4.7 MB of partials); 8-row rounds, as step 2 re-reads step 1's rows from L2 (siamese: 23 MB in 264 blocks).
 #define LN_GRAD_BLOCKS 256
 #define LN_ROUND_ROWS 8
-// groups of threads over the C / W vectors of a row in a round's step 2 (ln_backward_rounds): the more the narrower C
-__host__ __device__ inline int ln_groups(int C, int W) { return C / W < ROW_WARPS * 32 ? ROW_WARPS * 32 / (C / W) : 1; }
 
 // The rounds of one block, LN_ROUND_ROWS rows each (the last ones short), the n sums in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
-//   2. after a barrier, G = ln_groups(C, W) groups over the V = C / W vectors, item m = group V + v taken by thread
-//      m % 256 (several where V > 256): per_column(row, slot, v W, g) for the group's rows of the round, slots group,
-//      group + G, ... in order: the input gradients, and the parameter-gradient terms into g, which the group's own
-//      sums take, element e of sum q at sums[group n C + q C + e V + v] (a warp writes consecutive words); a second
-//      barrier keeps the next per_row from overwriting what step 2 reads.
-// At the end each thread writes columns of the block's partial rows (n, blocks, C): its groups' sums, in group order.
-template <int W, int n, typename RowFn, typename ColumnFn>
-__device__ __forceinline__ void ln_backward_rounds(float* partials, int N, int C, int block_rows, RowFn per_row,
-                                                   ColumnFn per_column) {
-    extern __shared__ float sums[];  // zeroed here, added to only after the first round's barrier
-    int V = C / W, G = ln_groups(C, W);
-    for (int j = threadIdx.x; j < G * n * C; j += blockDim.x) { sums[j] = 0.0f; }
-    int r_begin = blockIdx.x * block_rows, r_end = r_begin + block_rows < N ? r_begin + block_rows : N;
-    for (int base = r_begin; base < r_end; base += LN_ROUND_ROWS) {
-        int rows = r_end - base < LN_ROUND_ROWS ? r_end - base : LN_ROUND_ROWS;
-        for (int j = threadIdx.x / 32; j < rows; j += ROW_WARPS) { per_row(base + j, j); }
-        __syncthreads();
-        for (int m = threadIdx.x; m < G * V; m += blockDim.x) {
-            float g[n][W] = {};  // this round's terms of the group's rows in these columns
-            for (int j = m / V; j < rows; j += G) { per_column(base + j, j, m % V * W, g); }
-            float* s = sums + (size_t)(m / V) * n * C + m % V;
-            for (int q = 0; q < n; q++) {
-                for (int e = 0; e < W; e++) { s[(q * W + e) * V] += g[q][e]; }
+//   2. after a barrier, G = groups(C, W) groups over the V = C / W vectors (item m = group V + v, thread m % 256):
+//      per_column(row, slot, v W, g) for the group's rows, slots group, group + G, ... in order: the input gradients,
+//      and the parameter-gradient terms into g, then the group's sums (element e of sum q at sums[group n C + q C +
+//      e V + v]: conflict-free); a second barrier. At the end, the block's partial rows: its groups' sums in order.
+struct LnRounds {  // kernels and ln_backward_run take the rounds as a type (dev/cuda/ln_backward_cols.h: the former)
+    // groups of threads over the C / W vectors of a row (256 threads): the more the narrower C
+    static __host__ __device__ int groups(int C, int W) { return C / W < 256 ? 256 / (C / W) : 1; }
+    static int block_rows(int N) { return LN_ROUND_ROWS * ceil_div(N, LN_ROUND_ROWS * LN_GRAD_BLOCKS); }
+    template <int W, int n, typename RowFn, typename ColumnFn>
+    static __device__ __forceinline__ void run(float* partials, int N, int C, int block_rows, RowFn per_row,
+                                               ColumnFn per_column) {
+        extern __shared__ float sums[];  // zeroed here, added to only after the first round's barrier
+        int V = C / W, G = groups(C, W);
+        for (int j = threadIdx.x; j < G * n * C; j += blockDim.x) { sums[j] = 0.0f; }
+        int r_begin = blockIdx.x * block_rows, r_end = r_begin + block_rows < N ? r_begin + block_rows : N;
+        for (int base = r_begin; base < r_end; base += LN_ROUND_ROWS) {
+            int rows = r_end - base < LN_ROUND_ROWS ? r_end - base : LN_ROUND_ROWS;
+            for (int j = threadIdx.x / 32; j < rows; j += ROW_WARPS) { per_row(base + j, j); }
+            __syncthreads();
+            for (int m = threadIdx.x; m < G * V; m += blockDim.x) {
+                float g[n][W] = {};  // this round's terms of the group's rows in these columns
+                for (int j = m / V; j < rows; j += G) { per_column(base + j, j, m % V * W, g); }
+                float* s = sums + (size_t)(m / V) * n * C + m % V;
+                for (int q = 0; q < n; q++) {
+                    for (int e = 0; e < W; e++) { s[(q * W + e) * V] += g[q][e]; }
+                }
             }
+            __syncthreads();
         }
-        __syncthreads();
+        for (int j = threadIdx.x; j < n * C; j += blockDim.x) {
+            float t = 0.0f;
+            for (int group = 0; group < G; group++) { t += sums[(group * n + j / C) * C + j % C % W * V + j % C / W]; }
+            partials[((size_t)(j / C) * gridDim.x + blockIdx.x) * C + j % C] = t;
+        }
     }
-    for (int j = threadIdx.x; j < n * C; j += blockDim.x) {
-        float t = 0.0f;
-        for (int group = 0; group < G; group++) { t += sums[(group * n + j / C) * C + j % C % W * V + j % C / W]; }
-        partials[((size_t)(j / C) * gridDim.x + blockIdx.x) * C + j % C] = t;
-    }
-}
+};
 
-// kernel(args..., block_rows), a LayerNorm backward of width W with n sums over N rows of C columns (dynamic shared
-// memory: its groups' sums, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' rows of sum q
-template <typename Kernel, typename... Args>
+// kernel(args..., block_rows), a LayerNorm backward of width W with n sums over N rows of C columns in Rounds (dynamic
+// shared memory: the groups' sums, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' partials
+template <typename Rounds, typename Kernel, typename... Args>
 static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N, int C, const char* what,
                             Args... args) {
-    // rows per block: one round up to N = LN_ROUND_ROWS * LN_GRAD_BLOCKS, then more rounds
-    int block_rows = LN_ROUND_ROWS * ceil_div(N, LN_ROUND_ROWS * LN_GRAD_BLOCKS), blocks = ceil_div(N, block_rows);
-    size_t smem = (size_t)ln_groups(C, W) * n * C * sizeof(float);
+    int block_rows = Rounds::block_rows(N), blocks = ceil_div(N, block_rows);
+    size_t smem = (size_t)Rounds::groups(C, W) * n * C * sizeof(float);
     partials_check((size_t)n * blocks * C, what);
     if (smem > 48 * 1024 && cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)smem) != cudaSuccess) {
@@ -338,13 +336,13 @@ static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N
 
 // The plain LayerNorm backward: dw, db += the parameter gradients; dinp = (accumulate 0) or += (1) dL/dinp, dinp may
 // be dout (a thread reads its elements before it writes them); dinp_x, given, gets a floatX copy (a matmul's input).
-template <int W>
+template <int W, typename Rounds = LnRounds>
 __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* partials, const float* dout,
                                           const floatX* inp, const floatX* w, const LnStats* st, int N, int C,
                                           int accumulate, int block_rows) {
     __shared__ LnBackMeans row_means[LN_ROUND_ROWS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
-    ln_backward_rounds<W, 2>(partials, N, C, block_rows,
+    Rounds::template run<W, 2>(partials, N, C, block_rows,
         [&](int row, int slot) {
             size_t o = (size_t)row * C;
             HeldRow<float, W> dv = held_load<float, W>(dout + o, C, lane);
@@ -374,12 +372,13 @@ __global__ void layernorm_backward_kernel(float* dinp, floatX* dinp_x, float* pa
         });
 }
 
+template <typename Rounds = LnRounds>
 static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db, const float* dout, const floatX* inp,
                                const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     int width = row_width(C, {dinp, dinp_x, dout, inp, w});
-    auto kernel = ROW_KERNEL(width, layernorm_backward_kernel);
-    ln_backward_run(kernel, width, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, partials, dout, inp, w, st, N,
-                    C, accumulate);
+    auto kernel = ROW_KERNEL(width, layernorm_backward_kernel, Rounds);
+    ln_backward_run<Rounds>(kernel, width, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, partials, dout, inp,
+                            w, st, N, C, accumulate);
 }
 
 // ----------------------------------------------------------------------------
@@ -474,7 +473,7 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 
 // ----------------------------------------------------------------------------
 // The input side, backward. On entry dx = dL/dx_next and dy = dL/dy_next where streams_in is 1 (at the final merge,
-// 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In ln_backward_rounds:
+// 0: outputs only); du = dL/du. On exit dx = dL/dx, dy = dL/dy. In the rounds (LnRounds):
 //   step 1, one warp per row: the means of the three LN backwards: of the block-input LN from du and r (held), then,
 //     from dr and da, those of LN_back(dr; y) and LN_back(da; x);
 //   step 2, groups of threads over columns: per row, dr and da again (a few flops; storing them would cost two fp32
@@ -487,14 +486,14 @@ static void siamese_input_forward(floatX* a_out, floatX* r_out, floatX* u_out, S
 // what step 2 needs of a row besides its elements: the two means of each LN backward
 typedef struct { LnBackMeans ln, y, x; } SiameseRowMeans;
 
-template <int W>
+template <int W, typename Rounds = LnRounds>
 __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in,
                                               float* partials, const float* du, SiameseNorms p, SiameseStats st,
                                               const floatX* x, const floatX* y, const floatX* r, int N, int C,
                                               int block_rows) {
     __shared__ SiameseRowMeans row_means[LN_ROUND_ROWS];  // step 1 -> step 2, per row of the round
     int lane = threadIdx.x % 32;
-    ln_backward_rounds<W, SIAMESE_SUMS>(partials, N, C, block_rows,
+    Rounds::template run<W, SIAMESE_SUMS>(partials, N, C, block_rows,
         [&](int row, int slot) {
             size_t o = (size_t)row * C;
             LnStats ls = st.ln[row], ys = st.y[row], xs = st.x[row];
@@ -555,14 +554,15 @@ __global__ void siamese_input_backward_kernel(float* dx, float* dy, floatX* dz_p
 }
 
 // the kernel above, its sums added into the six parameter gradients g (dz_prev: NULL for the first sublayer)
+template <typename Rounds = LnRounds>
 static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float c_prev, int streams_in, const float* du,
                                    SiameseNormGrads g, SiameseNorms p, SiameseStats st, const floatX* x,
                                    const floatX* y, const floatX* r, int N, int C) {
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
-    auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel);
+    auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel, Rounds);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run(kernel, width, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in, partials,
-                    du, p, st, x, y, r, N, C);
+    ln_backward_run<Rounds>(kernel, width, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in,
+                            partials, du, p, st, x, y, r, N, C);
 }
 
 #endif  // SIAMESE_CUH

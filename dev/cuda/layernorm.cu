@@ -15,16 +15,18 @@ version 1: layernorm_v1.h: the forward reads the row three times (two passes for
            one for out); the backward first sums dw, db in two-stage column sums (dout, x and the
            statistics read), then a row kernel reads dout twice (the means, then dinp).
 version 2: the trainer's forward (layernorm_forward: the row held in registers, HeldRow: read
-           once, the statistics from registers); the backward ln_backward_cols.h's: the rows in
-           blocks, 8 at a time: one warp per row takes the two means (dout and x held), then the
-           block, each thread owning columns (96 of 256 threads at C 768), writes dinp (and dinp_x)
-           and adds the dw, db terms to sums only that thread touches; the trainer's column sums
-           then add the blocks' sums.
+           once, the statistics from registers); the backward the trainer's kernel in
+           ln_backward_cols.h's rounds (layernorm_backward<LnRoundsCols>): the rows in blocks, 8 at
+           a time: one warp per row takes the two means (dout and x held), then the block, each
+           thread owning columns (96 of 256 threads at C 768), writes dinp (and dinp_x) and adds
+           the dw, db terms to sums only that thread touches; the trainer's column sums then add
+           the blocks' sums.
 version 3: the trainer's (trainer.h includes train_gpt2.cu): version 2's forward; the backward
            (layernorm_backward) with the block's threads in groups over the round's rows in step 2
-           (2 groups of 96 at C 768), each group with its own sums, added in group order at the end. For versions 2 and 3, out, mean, rstd, dinp and dinp_x are computed
-           exactly as in version 1 and must be bit-identical to it (checked); dw and db, summed in
-           another order, against the reference.
+           (2 groups of 96 at C 768), each group with its own sums, added in group order at the end.
+           For versions 2 and 3, out, mean, rstd, dinp and dinp_x are computed exactly as in
+           version 1 and must be bit-identical to it (checked); dw and db, summed in another order,
+           against the reference.
 
 Checked against a CPU reference from the formulas (common.h's LayerNorm references, after
 train_gpt2.c's layernorm_row and layernorm_backward_row: statistics in double, the parameter
@@ -134,7 +136,8 @@ static void run_backward(int version, int mode, const Buffers* b, int N, int C) 
     if (version == 1) {
         layernorm_backward_v1(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     } else if (version == 2) {
-        layernorm_backward_cols(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
+        layernorm_backward<LnRoundsCols>(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C,
+                                         accumulate);
     } else {
         layernorm_backward(b->dinp, dinp_x, b->grads, b->grads + C, dout, b->x, b->p, b->st, N, C, accumulate);
     }
@@ -186,6 +189,7 @@ int main(int argc, char** argv) {
     b1.dinp = (float*)device_alloc(n * sizeof(float));
     b1.grads = (float*)device_alloc(2 * C * sizeof(float));
     trainer_partials(C);
+    cols_partials(C);
 
     // the CPU reference: the forward, then the backward of each mode from the reference statistics
     float* ref_out = (float*)host_alloc(n * sizeof(float));

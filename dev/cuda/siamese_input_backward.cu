@@ -33,12 +33,13 @@ version 3: version 1 with the update's backward folded into the row kernel's las
            (layernorm_v1.h siamese_input_backward_v1 with dz_prev), dz_prev written from dx and dy
            in registers. The same code on the same values as version 1, so every output must be
            bit-identical to version 1's (checked: version 1 runs again beside it).
-version 4: ln_backward_cols.h's siamese_input_backward_cols: no scratch tensors; blocks of rows, 8 at
-           a time: one warp per row takes the three LN backwards' means (du and s held in
-           registers), then the block, each thread owning columns (96 of 256 threads at C 768),
-           recomputes dr and da, writes dy, dx, dz_prev and adds the six parameter-gradient terms
-           to sums only that thread touches (bank conflicts: a thread's 8 columns are 8 words
-           apart from the next thread's); the trainer's column sums then add the blocks' sums.
+version 4: the trainer's kernel in ln_backward_cols.h's rounds (siamese_input_backward<LnRoundsCols>):
+           no scratch tensors; blocks of rows, 8 at a time: one warp per row takes the three LN
+           backwards' means (du and s held in registers), then the block, each thread owning
+           columns (96 of 256 threads at C 768), recomputes dr and da, writes dy, dx, dz_prev and
+           adds the six parameter-gradient terms to sums only that thread touches (bank conflicts:
+           a thread's 8 columns are 8 words apart from the next thread's); the trainer's column
+           sums then add the blocks' sums (at most 512).
 version 5: the trainer's (siamese_input_backward; trainer.h includes train_gpt2.cu): version 4
            with the block's threads in groups over the round's rows in step 2 (2 groups of 96 at C
            768, each taking 4 of the 8 rows), each group with its own conflict-free sums, added in
@@ -372,8 +373,8 @@ static void run_version(int version, const Buffers* b, float c_prev, int N, int 
     } else if (version == 3) {
         input_backward_v1(b, b->dz, c_prev, N, C);
     } else if (version == 4) {
-        siamese_input_backward_cols(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
-                                  stat_views(b, N), b->x, b->y, b->s, N, C);
+        siamese_input_backward<LnRoundsCols>(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C),
+                                             norm_views(b, C), stat_views(b, N), b->x, b->y, b->s, N, C);
     } else if (version == 5) {
         siamese_input_backward(b->dx, b->dy, b->dz, c_prev, streams_in, b->du, grad_views(b, C), norm_views(b, C),
                                stat_views(b, N), b->x, b->y, b->s, N, C);
@@ -449,6 +450,7 @@ int main(int argc, char** argv) {
     b.partials = (float*)device_alloc((size_t)v2_blocks(N) * NUM_P * C * sizeof(float));
     b.dz = (bf16*)device_alloc(n * sizeof(bf16));
     trainer_partials(C);
+    cols_partials(C);
     Buffers b1 = b;  // the same inputs, outputs and scratch of their own: version 1 beside versions 3 to 5
     b1.dx = (float*)device_alloc(n * sizeof(float));
     b1.dy = (float*)device_alloc(n * sizeof(float));
