@@ -280,12 +280,11 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 
 // The rounds of one block, LN_ROUND_ROWS rows each (the last ones short), the n sums in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
-//   2. after a barrier, G = groups(C, W) groups over the V = C / W vectors (item m = group V + v, thread m % 256):
+//   2. after a barrier, G = max(1, 256 / V) groups over the V = C / W vectors (item m = group V + v, thread m % 256):
 //      per_column(row, slot, v W, g) for the group's rows, slots group, group + G, ... in order: the input gradients,
 //      and the parameter-gradient terms into g, then the group's sums (element e of sum q at sums[group n C + q C +
 //      e V + v]: conflict-free); a second barrier. At the end, the block's partial rows: its groups' sums in order.
 struct LnRounds {  // kernels and ln_backward_run take the rounds as a type (dev/cuda/ln_backward_cols.h: the former)
-    // groups of threads over the C / W vectors of a row (256 threads): the more the narrower C
     static __host__ __device__ int groups(int C, int W) { return C / W < 256 ? 256 / (C / W) : 1; }
     static int block_rows(int N) { return LN_ROUND_ROWS * ceil_div(N, LN_ROUND_ROWS * LN_GRAD_BLOCKS); }
     template <int W, int n, typename RowFn, typename ColumnFn>
@@ -303,9 +302,7 @@ struct LnRounds {  // kernels and ln_backward_run take the rounds as a type (dev
                 float g[n][W] = {};  // this round's terms of the group's rows in these columns
                 for (int j = m / V; j < rows; j += G) { per_column(base + j, j, m % V * W, g); }
                 float* s = sums + (size_t)(m / V) * n * C + m % V;
-                for (int q = 0; q < n; q++) {
-                    for (int e = 0; e < W; e++) { s[(q * W + e) * V] += g[q][e]; }
-                }
+                for (int k = 0; k < n * W; k++) { s[k * V] += g[k / W][k % W]; }  // sum q = k / W, element e = k % W
             }
             __syncthreads();
         }
@@ -317,11 +314,11 @@ struct LnRounds {  // kernels and ln_backward_run take the rounds as a type (dev
     }
 };
 
-// kernel(args..., block_rows), a LayerNorm backward of width W with n sums over N rows of C columns in Rounds (dynamic
-// shared memory: the groups' sums, allowed above 48 KiB), then grads.out[q] += the column sums of the blocks' partials
-template <typename Rounds, typename Kernel, typename... Args>
+// a LayerNorm backward kernel of width W with n sums over N rows of C columns in Rounds: launch(blocks, block_rows,
+// smem) runs it (smem: the groups' sums, allowed above 48 KiB), then grads.out[q] += the column sums of the partials
+template <typename Rounds, typename Kernel, typename Launch>
 static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N, int C, const char* what,
-                            Args... args) {
+                            Launch launch) {
     int block_rows = Rounds::block_rows(N), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)Rounds::groups(C, W) * n * C * sizeof(float);
     partials_check((size_t)n * blocks * C, what);
@@ -329,7 +326,7 @@ static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N
                                                  (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
-    kernel<<<blocks, ROW_WARPS * 32, smem>>>(args..., block_rows);
+    launch(blocks, block_rows, smem);
     cudaCheckLaunch();
     column_sums(grads, n, partials, blocks, C);
 }
@@ -377,8 +374,9 @@ static void layernorm_backward(float* dinp, floatX* dinp_x, float* dw, float* db
                                const floatX* w, const LnStats* st, int N, int C, int accumulate) {
     int width = row_width(C, {dinp, dinp_x, dout, inp, w});
     auto kernel = ROW_KERNEL(width, layernorm_backward_kernel, Rounds);
-    ln_backward_run<Rounds>(kernel, width, ColumnOuts{{dw, db}}, 2, N, C, __func__, dinp, dinp_x, partials, dout, inp,
-                            w, st, N, C, accumulate);
+    ln_backward_run<Rounds>(kernel, width, ColumnOuts{{dw, db}}, 2, N, C, __func__, [&](int nb, int rows, size_t sm) {
+        kernel<<<nb, ROW_WARPS * 32, sm>>>(dinp, dinp_x, partials, dout, inp, w, st, N, C, accumulate, rows);
+    });
 }
 
 // ----------------------------------------------------------------------------
@@ -561,8 +559,10 @@ static void siamese_input_backward(float* dx, float* dy, floatX* dz_prev, float 
     int width = row_width(C, {dx, dy, dz_prev, du, x, y, r, p.xw, p.xb, p.yw, p.yb, p.w, p.b});
     auto kernel = ROW_KERNEL(width, siamese_input_backward_kernel, Rounds);
     ColumnOuts grads = {{g.xw, g.xb, g.yw, g.yb, g.w, g.b}};
-    ln_backward_run<Rounds>(kernel, width, grads, SIAMESE_SUMS, N, C, __func__, dx, dy, dz_prev, c_prev, streams_in,
-                            partials, du, p, st, x, y, r, N, C);
+    ln_backward_run<Rounds>(kernel, width, grads, SIAMESE_SUMS, N, C, __func__, [&](int nb, int rows, size_t sm) {
+        kernel<<<nb, ROW_WARPS * 32, sm>>>(dx, dy, dz_prev, c_prev, streams_in, partials, du, p, st, x, y, r, N, C,
+                                           rows);
+    });
 }
 
 #endif  // SIAMESE_CUH
