@@ -102,17 +102,17 @@ plant "gradient norm 1.25x too large (sumsq_kernel)" train_gpt2.cu \
     's/partials\[blockIdx.x\] = sum; }/partials[blockIdx.x] = 1.5625f * sum; }/'
 
 # 6-9. the LayerNorm backward kernels, which sum the parameter gradients per block of rows
-#    (siamese.cuh ln_backward_rounds, ln_backward_run, siamese_input_backward_kernel):
+#    (siamese.cuh LnRounds, ln_backward_run, siamese_input_backward_kernel):
 # 6. a missing barrier: the column pass reads the per-row means before every warp has written its row's
-plant "missing __syncthreads between the per-row means and the column pass (ln_backward_rounds)" siamese.cuh \
-    '/^__device__ __forceinline__ void ln_backward_rounds/,/^}/{/per_row(base + warp, warp); }/{n;/__syncthreads/d;}}'
+plant "missing __syncthreads between the per-row means and the column pass (LnRounds)" siamese.cuh \
+    '/^struct LnRounds/,/^};/{/per_row(base + j, j); }/{n;/__syncthreads/d;}}'
 # 7. the finish leaves the last block's partial sums out
 plant "ln_backward_run's finish skips the last block's partial sums" siamese.cuh \
     's/    column_sums(grads, n, partials, blocks, C);/    column_sums(grads, n, partials, blocks - 1, C);/'
 # 8. the blocks write their partial sums in another layout than the finish reads (block-major, not
 #    sum-major): every gradient gets other blocks' and other sums' partials
 plant "block partials written block-major, read sum-major" siamese.cuh \
-    's/float\* p = partials + ((size_t)q \* gridDim.x + blockIdx.x) \* C + i;/float* p = partials + ((size_t)blockIdx.x * n + q) * C + i;/'
+    's/partials\[((size_t)(j \/ C) \* gridDim.x + blockIdx.x) \* C + j % C\] = t;/partials[((size_t)blockIdx.x * n + j \/ C) * C + j % C] = t;/'
 # 9. one LayerNorm's parameter gradient from the wrong tensor: lny's weight gradient dr * xhat
 #    instead of dr * yhat
 plant "lny weight gradient from x instead of y (siamese_input_backward_kernel)" siamese.cuh \
