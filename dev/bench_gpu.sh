@@ -31,8 +31,9 @@
 #                                               CPU, a d2 model, T=64, a few steps (no GPU needed)
 #        bash dev/bench_gpu.sh --self-test      the parsing helpers on canned step lines and polling
 # Env: DEPTHS="d12 d24" T=1024 BATCHES="64 32 16 8 4 2 1" STEPS=20 WARMUP=5 PEAK_TFLOPS=(from the
-#      GPU name) TORCH=1 (0 skips the PyTorch peer) TRAINER=./train_gpt2cu OURS_ARGS= (more flags for
-#      every run of our trainer, e.g. "-r 2": the LayerNorm outputs rebuilt in the backward)
+#      GPU name) TORCH=1 (0 skips the PyTorch peer) TORCH_MODES="pre siamese" (the peer's modes: "siamese"
+#      alone saves a compile) TRAINER=./train_gpt2cu OURS_ARGS= (more flags for every run of our
+#      trainer, e.g. "-r 2": the LayerNorm outputs rebuilt in the backward)
 # Everything is written under $OUT when that variable names a folder (else a new folder under /tmp):
 # bench_gpu.md (the table) and logs/ (every run's output).
 set -euo pipefail
@@ -218,6 +219,7 @@ else
     fi
 fi
 TORCH=${TORCH:-1}
+TORCH_MODES=${TORCH_MODES:-pre siamese}
 if [[ $TORCH == 1 ]] && ! python3 -c "import torch" 2>/dev/null; then
     echo "note: torch is not installed: the PyTorch peer is skipped" >&2
     TORCH=0
@@ -302,7 +304,7 @@ for depth in $DEPTHS; do
         read -r impl mode <<<"$run"
         key="$impl $mode"
         if [[ $key != "ours siamese" ]]; then
-            [[ $impl == torch && $TORCH != 1 ]] && continue
+            [[ $impl == torch && ($TORCH != 1 || " $TORCH_MODES " != *" $mode "*) ]] && continue
             # shellcheck disable=SC2046
             search "${impl}_${depth}_$mode" "${impl}_cmd" "$depth" "$mode" $(batches_from "$B")
             [[ -z $FOUND_B ]] && { TABLE+="| $depth | $impl $mode | none ran | | | | | | | | | |"$'\n'; continue; }
