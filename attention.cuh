@@ -12,12 +12,15 @@ through shared memory; per tile each warp forms S = Q K^T, then the online softm
 and at the end out = O / l, lse = (m + log2 l) ln 2. The tile products are PTX's mma.m16n8k16 on ldmatrix operands,
 whose register layouts are documented: S, P and O never leave registers; the causal mask only on diagonal tiles.
 
-Backward. D_t = dO_t . O_t (flash_backward_dot_kernel); then a block takes 64 keys of one head and walks the query
-tiles from the diagonal on with FlashAttention-2's five tile products on WMMA (flash_backward_kv_kernel):
-    S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(S^T / sqrt(HS) - lse),  dS^T = P^T (dP^T - D) / sqrt(HS),
-    dV += P^T dO,  dK += dS^T Q,  dQ += dS K.
-dK, dV stay in registers. dQ sums over key blocks: each adds into its own fp32 slice of dq_acc; flash_backward_dq_kernel
-sums the slices in split order (no atomics; splits depend on B*NH and T only, so results are bit-identical on any GPU).
+Backward. D_t = dO_t . O_t (flash_backward_dot_kernel), then two kernels on the same mma/ldmatrix products, each
+recomputing P from lse (log2 units) and dS = P (dP - D) / sqrt(HS) where it needs them, with fixed summation orders:
+    flash_backward_kv_kernel: 64 keys of one head per block, walking the query steps from the diagonal on:
+        S^T = K Q^T,  dP^T = V dO^T,  dV += P^T dO,  dK += dS^T Q      (4 products)
+    flash_backward_dq_kernel: 64 queries per block, streaming key tiles up to the diagonal:
+        S = Q K^T,  dP = dO V^T,  dQ += dS K                             (3 products)
+P, dS and every accumulator stay in registers (a C fragment is the A operand of the next product, as P in the
+forward) until the rows are written once. S and dP are formed twice (7 products, not FlashAttention-2's 5) so that
+no kernel sums dQ over key blocks in memory: no atomics, no fp32 partial sums, results bit-identical on any GPU.
 
 Tile sizes are compile-time constants of HSP, the head size padded to 16, 32, 64 or 128 (channels past HS zero on
 load, never stored); tiles double buffered in shared memory; bf16 products, fp32 sums. Costs: dev/cuda/README.md.
@@ -29,92 +32,24 @@ load, never stored); tiles double buffered in shared memory; bf16 products, fp32
 #include <math.h>
 #include <type_traits>  // stdint.h, stdio.h, string.h and cuda_runtime.h: the includer's, with cudaCheck
 
-// tensor cores for bf16 tiles from sm_80 on; fp32 loops otherwise (the FP32 build; an older device pass, never run)
+// tensor cores for bf16 tiles from sm_80 on; their register semantics in shuffles otherwise (the FP32 build, the layer;
+// an older device pass, never run)
 #if !defined(ENABLE_FP32) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
-#define FA_WMMA 1
-#include <mma.h>
+#define FA_MMA 1
 #endif
 
 #define FA_WARPS 4                       // warps per block
 #define FA_THREADS (FA_WARPS * 32)
-#define FA_ROWS 16                       // rows of a tile per warp (the WMMA tile height)
+#define FA_ROWS 16                       // rows of a tile per warp (the mma tile height)
 #define FA_QUERIES (FA_WARPS * FA_ROWS)  // forward: queries per block (64)
 #define FA_KEYS (FA_WARPS * FA_ROWS)     // backward: keys per block (64)
 #define FA_MAX_HS 128                    // the largest head size (padded sizes 16, 32, 64, 128)
-#define FA_BACKWARD_BLOCKS 1024          // backward: target blocks (heads x dQ splits), waves of 2 per SM, 100-150 SMs
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 
-// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store; FaQuad: 4 values, one aligned load
+// 16 bytes of floatX (8 bf16 or 4 fp32): one load or store
 #define FA_VEC ((int)(16 / sizeof(floatX)))
 struct alignas(16) FaVec { floatX v[FA_VEC]; };
-template <typename F> struct alignas(4 * sizeof(F)) FaQuad { F v[4]; };
-
-// ----------------------------------------------------------------------------
-// tile products: a 16 x 16 fp32 accumulator += A (16 x 16) . B (16 x 16), one warp
-
-#ifdef FA_WMMA
-namespace fa_wmma = nvcuda::wmma;
-typedef fa_wmma::row_major FaRow;
-typedef fa_wmma::col_major FaCol;
-typedef fa_wmma::fragment<fa_wmma::accumulator, 16, 16, 16, float> FaAcc;
-template <typename L> using FaA = fa_wmma::fragment<fa_wmma::matrix_a, 16, 16, 16, __nv_bfloat16, L>;
-template <typename L> using FaB = fa_wmma::fragment<fa_wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
-
-template <typename F>
-__device__ __forceinline__ void fa_load(F& f, const floatX* p, int ld) { fa_wmma::load_matrix_sync(f, p, ld); }
-template <typename FA, typename FB>
-__device__ __forceinline__ void fa_mma(FaAcc& d, const FA& a, const FB& b) { fa_wmma::mma_sync(d, a, b, d); }
-__device__ __forceinline__ void fa_zero(FaAcc& d) { fa_wmma::fill_fragment(d, 0.0f); }
-__device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
-    fa_wmma::load_matrix_sync(d, p, ld, fa_wmma::mem_row_major);
-}
-__device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
-    fa_wmma::store_matrix_sync(p, d, ld, fa_wmma::mem_row_major);
-}
-#else
-// The same calls as plain fp32 loops. Accumulator element e of lane l is tile element e * 32 + l
-// (row-major); an A or B operand is only where its tile lies in shared memory, read by the product.
-struct FaRow { static constexpr bool col = false; };
-struct FaCol { static constexpr bool col = true; };
-struct FaAcc { static constexpr int num_elements = 8; float x[8]; };
-template <typename L>
-struct FaA {
-    const floatX* p;
-    int ld;
-    __device__ __forceinline__ float at(int r, int c) const { return (float)(L::col ? p[r + c * ld] : p[r * ld + c]); }
-};
-template <typename L> using FaB = FaA<L>;
-
-template <typename L>
-__device__ __forceinline__ void fa_load(FaA<L>& f, const floatX* p, int ld) { f = {p, ld}; }
-template <typename LA, typename LB>
-__device__ __forceinline__ void fa_mma(FaAcc& d, const FaA<LA>& a, const FaA<LB>& b) {
-    for (int e = 0; e < 8; e++) {
-        int i = e * 32 + threadIdx.x % 32, r = i >> 4, c = i & 15;
-        for (int k = 0; k < 16; k++) { d.x[e] += a.at(r, k) * b.at(k, c); }
-    }
-}
-// where accumulator element e of this lane lies in a row-major tile of leading dimension ld
-__device__ __forceinline__ int fa_acc_at(int e, int ld) {
-    return (e * 2 + threadIdx.x % 32 / 16) * ld + threadIdx.x % 16;
-}
-__device__ __forceinline__ void fa_zero(FaAcc& d) { for (int e = 0; e < 8; e++) { d.x[e] = 0.0f; } }
-__device__ __forceinline__ void fa_load_acc(FaAcc& d, const float* p, int ld) {
-    for (int e = 0; e < 8; e++) { d.x[e] = p[fa_acc_at(e, ld)]; }
-}
-__device__ __forceinline__ void fa_store_acc(float* p, const FaAcc& d, int ld) {
-    for (int e = 0; e < 8; e++) { p[fa_acc_at(e, ld)] = d.x[e]; }
-}
-#endif
-
-// A fragment's layout is unspecified, but load, mma and store agree on it: the fragment loaded from a tile
-// holding r * 16 + c at (r, c) tells in its element i where element i of every accumulator lies.
-__device__ __forceinline__ void fa_fill_index_tile(float* tile) {
-    for (int e = threadIdx.x; e < 256; e += blockDim.x) { tile[e] = (float)e; }
-}
-__device__ __forceinline__ int fa_row(const FaAcc& idx, int i) { return (int)idx.x[i] >> 4; }
-__device__ __forceinline__ int fa_col(const FaAcc& idx, int i) { return (int)idx.x[i] & 15; }
 
 // ----------------------------------------------------------------------------
 // tiles between global and shared memory
@@ -191,14 +126,6 @@ __device__ __forceinline__ void fa_copy_rows(floatX* dst, size_t stride, const S
     }
 }
 
-// a warp's 16 x HSP accumulators (HSP / 16 fragments) -> rows of dst as fa_copy_rows, staged in fp32
-template <int HSP>
-__device__ __forceinline__ void fa_store_rows(floatX* dst, size_t stride, const FaAcc* acc, float* stage, int ld,
-                                              int t0, int T, int HS, bool wide) {
-    for (int c = 0; c < HSP / 16; c++) { fa_store_acc(stage + 16 * c, acc[c], ld); }
-    fa_copy_rows<HSP>(dst, stride, stage, ld, t0, T, HS, wide);
-}
-
 // shared memory: regions 128-byte aligned from a 128-byte aligned base (the layouts add 128 of slack)
 __host__ __device__ constexpr size_t fa_round(size_t bytes) { return (bytes + 127) / 128 * 128; }
 __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
@@ -206,11 +133,11 @@ __device__ __forceinline__ unsigned char* fa_smem_base(void* smem) {
 }
 
 // ----------------------------------------------------------------------------
-// forward: the register layouts of warp-level mma.m16n8k16 (bf16) and ldmatrix (PTX ISA), g = lane / 4, j = lane % 4:
+// tile products: register layouts of mma.m16n8k16 (bf16, one warp) and ldmatrix (PTX ISA), g = lane / 4, j = lane % 4:
 //   A (16 x 16): a[0] = (g, 2j..2j+1), a[1] = (g + 8, 2j..), a[2] = (g, 2j + 8..), a[3] = (g + 8, 2j + 8..)
 //   B (16 x 8):  b[0] = (2j..2j+1, g), b[1] = (2j + 8.., g)        C, D (16 x 8, fp32): (g, 2j..2j+1), (g + 8, 2j..)
 // ldmatrix x4: lanes 8i..8i+7 point at the 8 rows of 8 x 8 matrix i; register i of a lane holds (row g, columns 2j..)
-// of matrix i, or with .trans (rows 2j.., column g). nvcc's bf16 device code (FA_WMMA on a GPU) runs the instructions;
+// of matrix i, or with .trans (rows 2j.., column g). nvcc's bf16 device code (FA_MMA on a GPU) runs the instructions;
 // the layer and the FP32 build run the same register semantics from shuffles (fa_mma_16816, fa_ldmatrix_x4).
 struct FaPair { floatX x[2]; };  // two adjacent elements of an operand row or column (bf16: one 32-bit register)
 
@@ -227,7 +154,7 @@ __device__ __forceinline__ T fa_shfl(T v, int src) {
 
 // d (16 x 8, fp32) += a (16 x 16) . b (16 x 8), one warp
 __device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4], const FaPair (&b)[2]) {
-#if defined(FA_WMMA) && defined(__CUDA_ARCH__)
+#if defined(FA_MMA) && defined(__CUDA_ARCH__)
     uint32_t ar[4], br[2];
     memcpy(ar, a, sizeof ar);
     memcpy(br, b, sizeof br);
@@ -257,7 +184,7 @@ __device__ __forceinline__ void fa_mma_16816(float (&d)[4], const FaPair (&a)[4]
 // r = four 8 x 8 matrices from shared memory, row addresses from lanes 8i..8i+7 (16-byte aligned), one warp
 template <bool TRANS>
 __device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row) {
-#if defined(FA_WMMA) && defined(__CUDA_ARCH__)
+#if defined(FA_MMA) && defined(__CUDA_ARCH__)
     uint32_t u[4], addr = (uint32_t)__cvta_generic_to_shared(row);
     if (TRANS) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -276,6 +203,50 @@ __device__ __forceinline__ void fa_ldmatrix_x4(FaPair (&r)[4], const floatX* row
         }
     }
 #endif
+}
+
+// a lane's place in those layouts, and its row of an ldmatrix matrix: the 8 x 8 matrix lane / 8 at (8 * (lane / 8 % 2),
+// 8 * (lane / 16)) (m: A, rows 0-7, 8-15 of columns 0-7 then of 8-15; or B read transposed) or, swapped, at
+// (8 * (lane / 16), 8 * (lane / 8 % 2)) (s: the B operands of two n-tiles from 16 rows read as stored)
+struct FaLane {
+    int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
+    int mrow = lane % 8 + 8 * (lane / 8 % 2), mcol = 8 * (lane / 16);
+    int srow = lane % 8 + 8 * (lane / 16), scol = 8 * (lane / 8 % 2);
+};
+
+// a = the 16 x 16 tile at r (rows of leading dimension ld in shared memory) as an A operand
+__device__ __forceinline__ void fa_load_a(FaPair (&a)[4], const floatX* r, int ld, const FaLane& l) {
+    fa_ldmatrix_x4<false>(a, r + l.mrow * ld + l.mcol);
+}
+
+// n-tiles d[0], d[1] (16 x 16) += a . R^T, R the 16 x 16 tile at r: B (k x n) is R's rows n, read as stored
+__device__ __forceinline__ void fa_mma_rows(float (*d)[4], const FaPair (&a)[4], const floatX* r, int ld,
+                                            const FaLane& l) {
+    FaPair b[4];
+    fa_ldmatrix_x4<false>(b, r + l.srow * ld + l.scol);
+    fa_mma_16816(d[0], a, {b[0], b[1]});
+    fa_mma_16816(d[1], a, {b[2], b[3]});
+}
+
+// n-tiles d[0], d[1] (16 x 16) += a . R: B (k x n) is R's rows k, read transposed
+__device__ __forceinline__ void fa_mma_cols(float (*d)[4], const FaPair (&a)[4], const floatX* r, int ld,
+                                            const FaLane& l) {
+    FaPair b[4];
+    fa_ldmatrix_x4<true>(b, r + l.mrow * ld + l.mcol);
+    fa_mma_16816(d[0], a, {b[0], b[1]});
+    fa_mma_16816(d[1], a, {b[2], b[3]});
+}
+
+// NT n-tiles of C fragments (16 x 8 NT), row g + 8r times f[r], as floatX rows of stage (leading dimension ld)
+template <int NT>
+__device__ __forceinline__ void fa_stage_rows(floatX* stage, int ld, const float (&c)[NT][4], const float (&f)[2],
+                                              const FaLane& l) {
+    for (int r = 0; r < 2; r++) {
+        for (int n = 0; n < NT; n++) {
+            FaPair v = {{(floatX)(c[n][2 * r] * f[r]), (floatX)(c[n][2 * r + 1] * f[r])}};
+            *(FaPair*)(stage + (l.g + 8 * r) * ld + 8 * n + 2 * l.j) = v;
+        }
+    }
 }
 
 // the forward's tile sizes and shared memory (byte offsets): the block's queries (then the output rows staged), two
@@ -302,11 +273,8 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     extern __shared__ float4 fa_dynamic_smem[];
     unsigned char* sm = fa_smem_base(fa_dynamic_smem);
     floatX *Qs = (floatX*)(sm + L::q), *KV = (floatX*)(sm + L::kv);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, j = lane % 4, r0 = warp * FA_ROWS;
-    // this lane's row of an ldmatrix matrix: the 8 x 8 matrix lane / 8 at (8 * (lane / 8 % 2), 8 * (lane / 16))
-    // (A: rows 0-7, 8-15 of columns 0-7, then of 8-15) or, swapped, at (8 * (lane / 16), 8 * (lane / 8 % 2))
-    const int mrow = lane % 8 + 8 * (lane / 8 % 2), mcol = 8 * (lane / 16);
-    const int srow = lane % 8 + 8 * (lane / 16), scol = 8 * (lane / 8 % 2);
+    const FaLane l;
+    const int warp = threadIdx.x / 32, g = l.g, j = l.j, r0 = warp * FA_ROWS;
 
     // head bh = b * NH + h, queries from q0 (counted from the last: the blocks with the most key tiles start first)
     const int bh = blockIdx.x, C = NH * HS, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES;
@@ -323,7 +291,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
     FaTilePair<BC, HSP> kv;  // buffer u: keys at KV + 2u * BC * LDX, values after them
     __syncthreads();
     FaPair qa[NK][4];  // the warp's 16 query rows as A operands
-    for (int c = 0; c < NK; c++) { fa_ldmatrix_x4<false>(qa[c], Qs + (r0 + mrow) * L::LDX + 16 * c + mcol); }
+    for (int c = 0; c < NK; c++) { fa_load_a(qa[c], Qs + r0 * L::LDX + 16 * c, L::LDX, l); }
     float o[NO][4] = {};
     // rows t and t + 8 (r = 0, 1): running max m (log2 units) of the row, this lane's part of the sum l
     const int t = q0 + r0 + g;
@@ -337,10 +305,7 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
         float s[NS][4] = {};
         for (int c = 0; c < NK; c++) {
             for (int n = 0; n < NS / 2; n++) {
-                FaPair kb[4];
-                fa_ldmatrix_x4<false>(kb, Ks + (16 * n + srow) * L::LDX + 16 * c + scol);
-                fa_mma_16816(s[2 * n], qa[c], {kb[0], kb[1]});
-                fa_mma_16816(s[2 * n + 1], qa[c], {kb[2], kb[3]});
+                fa_mma_rows(s + 2 * n, qa[c], Ks + 16 * n * L::LDX + 16 * c, L::LDX, l);
             }
         }
         if (k0 + BC - 1 > q0 + r0) {  // the tile crosses the warp's diagonal: keys past the row's query -inf
@@ -371,27 +336,20 @@ __global__ void __launch_bounds__(FA_THREADS, FaFwd<HSP>::min_blocks)
                     l_run[i % 2] += p;
                 }
             }
-            for (int n = 0; n < NO / 2; n++) {
-                FaPair vb[4];
-                fa_ldmatrix_x4<true>(vb, Vs + (16 * kk + mrow) * L::LDX + 16 * n + mcol);
-                fa_mma_16816(o[2 * n], pa, {vb[0], vb[1]});
-                fa_mma_16816(o[2 * n + 1], pa, {vb[2], vb[3]});
-            }
+            for (int n = 0; n < NO / 2; n++) { fa_mma_cols(o + 2 * n, pa, Vs + 16 * kk * L::LDX + 16 * n, L::LDX, l); }
         }
         if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, ks, vs, k0 + BC); }
         __syncthreads();  // the next tile is in place; this one's buffer is free
     }
     // out = O / l, lse = (m + log2 l) ln 2; the rows staged as floatX where the warp's queries were
     floatX* stage = Qs + r0 * L::LDX;
+    float inv[2];
     for (int r = 0; r < 2; r++) {
         for (int x = 1; x < 4; x *= 2) { l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], x); }
         if (j == 0 && t + 8 * r < T) { lse[(size_t)bh * T + t + 8 * r] = (m_run[r] + log2f(l_run[r])) * FA_LN2; }
-        const float inv = 1.0f / l_run[r];
-        for (int n = 0; n < NO; n++) {
-            FaPair v = {{(floatX)(o[n][2 * r] * inv), (floatX)(o[n][2 * r + 1] * inv)}};
-            *(FaPair*)(stage + (g + 8 * r) * L::LDX + 8 * n + 2 * j) = v;
-        }
+        inv[r] = 1.0f / l_run[r];
     }
+    fa_stage_rows(stage, L::LDX, o, inv, l);
     fa_copy_rows<HSP>(out + (size_t)(bh / NH) * T * C + bh % NH * HS, C, stage, L::LDX, q0 + r0, T, HS, wide);
 }
 
@@ -417,23 +375,26 @@ __global__ void flash_backward_dot_kernel(float* D, const floatX* dout, const fl
     D[((size_t)b * NH + h) * T + t] = sum;
 }
 
-// the dK/dV kernel's shared memory (byte offsets): keys, values; two buffers of a query step's (q, dO) and (lse, D);
-// P^T and dS^T (keys x queries, floatX); the index tile
+// the backward's tiles and shared memory (byte offsets; rows padded as the forward's, LDX). The dK/dV kernel: keys,
+// values, two buffers of a query step's (q, dO) rows and (lse, D); the dQ kernel: the block's q, then dO rows, two
+// buffers of (k, v) tiles. At HSP 128 the warp's A operands (K and V, or Q and dO) stay in shared memory and a query
+// step is 16 rows: the 128 registers of the dK, dV accumulators leave no room for more.
 template <int HSP>
 struct FaBwd {
-    static constexpr int BQ = HSP <= 64 ? 64 : 16;      // queries per step
-    static constexpr bool kv_in_registers = HSP <= 64;  // the warp's K and V rows as fragments
-    static constexpr int LDX = HSP + 8, LDP = BQ + 8, LDO = HSP + 4;
+    static constexpr int BQ = HSP <= 64 ? 64 : 16;      // dK/dV kernel: queries per step
+    static constexpr int BC = FaFwd<HSP>::BC;           // dQ kernel: keys per tile
+    static constexpr bool a_in_registers = HSP <= 64;  // the warp's 16 rows of K and V (or Q and dO) as A fragments
+    static constexpr int LDX = FaFwd<HSP>::LDX;
     static constexpr size_t kv = 0, qdo = fa_round((size_t)2 * FA_KEYS * LDX * sizeof(floatX));  // [buffer][q, dO]
     static constexpr size_t stats = qdo + fa_round((size_t)4 * BQ * LDX * sizeof(floatX));   // [buffer][lse log2, D]
-    static constexpr size_t pt = stats + fa_round((size_t)4 * BQ * sizeof(float));           // P^T, then dS^T
-    static constexpr size_t idx = pt + fa_round((size_t)2 * FA_KEYS * LDP * sizeof(floatX));
-    static constexpr size_t bytes = idx + fa_round(256 * sizeof(float)) + 128;
-    static_assert((size_t)FA_KEYS * LDO * sizeof(float) <= qdo - kv, "dK/dV staging (fp32) fits the (k, v) tiles");
+    static constexpr size_t kv_bytes = stats + fa_round((size_t)4 * BQ * sizeof(float)) + 128;
+    static constexpr size_t tiles = fa_round((size_t)2 * FA_QUERIES * LDX * sizeof(floatX));  // [buffer][k, v]
+    static constexpr size_t dq_bytes = tiles + fa_round((size_t)4 * BC * LDX * sizeof(floatX)) + 128;
 };
 
-// a query step into buffer u of QD and ST: q, dO rows [q0, q0 + BQ); threads < 2BQ: lse (log2; +inf past T) or D
-template <int BQ, int HSP>
+// a query step into buffer u of QD (leading dimension LDX) and ST: q, dO rows [q0, q0 + BQ); threads < 2BQ: lse (log2
+// units; +inf past T, so P = 0 there) or D
+template <int BQ, int HSP, int LDX>
 struct FaQueryStep {
     FaTilePair<BQ, HSP> qdo;
     float stat = 0.0f;
@@ -447,157 +408,191 @@ struct FaQueryStep {
         }
     }
     __device__ __forceinline__ void put(floatX* QD, float* ST, int u, const FaRows& q, const FaRows& dO, int q0) {
-        qdo.put(QD + 2 * u * BQ * FaBwd<HSP>::LDX, FaBwd<HSP>::LDX, q, dO, q0);
+        qdo.put(QD + 2 * u * BQ * LDX, LDX, q, dO, q0);
         if (threadIdx.x < 2 * BQ) { ST[2 * u * BQ + threadIdx.x] = stat; }
     }
 };
 
-// Block (b * NH + h, split): the key tiles split, split + nsplits, ... of one head, 16 keys per warp, dQ into its slice
-template <int HSP>
-__global__ void __launch_bounds__(FA_THREADS, 2)
-    flash_backward_kv_kernel(floatX* dqkv, float* dq_acc, const float* lse, const float* D, const floatX* qkv,
-                             const floatX* dout, int T, int NH, int HS, int nsplits, float scale, bool wide) {
-    typedef FaBwd<HSP> L;
-    constexpr int BQ = L::BQ, NF = HSP / 16, NQ = BQ / 16, NK = FA_KEYS / 16;
-    constexpr int FPW = NQ * NF / FA_WARPS;  // the dQ tile's NQ x NF fragments over the warps: FPW each
-    static_assert(NQ * NF % FA_WARPS == 0 && NF % FPW == 0, "dQ fragments per warp in one row block");
-    extern __shared__ float4 fa_dynamic_smem[];
-    unsigned char* sm = fa_smem_base(fa_dynamic_smem);
-    floatX *Ks = (floatX*)(sm + L::kv), *Vs = Ks + FA_KEYS * L::LDX;
-    floatX* QD = (floatX*)(sm + L::qdo);  // buffer u: q at QD + 2u * BQ * LDX, dO after it
-    float* ST = (float*)(sm + L::stats);  // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
-    floatX *PT = (floatX*)(sm + L::pt), *dST = PT + FA_KEYS * L::LDP;  // P^T (FA_KEYS x BQ), then dS^T
-    float* idx_tile = (float*)(sm + L::idx);
-    int warp = threadIdx.x / 32, r0 = warp * FA_ROWS;
+// a backward block's head: its q, k, v and dO rows, its lse and D rows
+struct FaHead {
+    FaRows qs, ks, vs, dos;
+    const float *lse, *D;
+    __device__ FaHead(const floatX* qkv, const floatX* dout, const float* lse_all, const float* D_all, int T, int NH,
+                      int HS, bool wide)
+        : qs{qkv + (size_t)(blockIdx.x / NH) * T * 3 * NH * HS + blockIdx.x % NH * HS, 3 * (size_t)NH * HS, T, HS,
+             wide},
+          ks{qs.p + NH * HS, qs.stride, T, HS, wide}, vs{qs.p + 2 * NH * HS, qs.stride, T, HS, wide},
+          dos{dout + (size_t)(blockIdx.x / NH) * T * NH * HS + blockIdx.x % NH * HS, (size_t)NH * HS, T, HS, wide},
+          lse(lse_all + (size_t)blockIdx.x * T), D(D_all + (size_t)blockIdx.x * T) {}
+};
 
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS, split = blockIdx.y;
-    size_t stride = 3 * (size_t)C;
-    const floatX* qrows = qkv + (size_t)b * T * stride + h * HS;
-    const FaRows qs = {qrows, stride, T, HS, wide}, ks = {qrows + C, stride, T, HS, wide},
-                 vs = {qrows + 2 * C, stride, T, HS, wide},
-                 dos = {dout + (size_t)b * T * C + h * HS, (size_t)C, T, HS, wide};
-    const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;  // this head's rows
-    int nkt = (T + FA_KEYS - 1) / FA_KEYS, Tp = (T + BQ - 1) / BQ * BQ;
-    float* dqa = dq_acc + ((size_t)split * gridDim.x + bh) * Tp * HSP;  // this block's slice (Tp, HSP)
-    const float scale_log2 = scale * FA_LOG2E;
-    fa_fill_index_tile(idx_tile);
-
-    FaQueryStep<BQ, HSP> next;
-    for (int kt = split; kt < nkt; kt += nsplits) {
-        const int k0 = kt * FA_KEYS;
-        __syncthreads();  // the previous key tile's last reads of shared memory are done
-        FaTilePair<FA_KEYS, HSP> kv;
-        kv.fetch(ks, vs, k0);
-        kv.put(Ks, L::LDX, ks, vs, k0);  // the values at Vs
-        // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
-        next.fetch(qs, dos, lse_h, D_h, k0);
-        next.put(QD, ST, 0, qs, dos, k0);
-        __syncthreads();
-        FaAcc idx, dk[NF], dv[NF];
-        fa_load_acc(idx, idx_tile, 16);
-        FaA<FaRow> kf[L::kv_in_registers ? NF : 1], vf[L::kv_in_registers ? NF : 1];
-        for (int c = 0; c < NF; c++) {
-            if constexpr (L::kv_in_registers) {
-                fa_load(kf[c], Ks + r0 * L::LDX + 16 * c, L::LDX);
-                fa_load(vf[c], Vs + r0 * L::LDX + 16 * c, L::LDX);
-            }
-            fa_zero(dk[c]);
-            fa_zero(dv[c]);
+// S and dP (n-tiles s[0], s[1] and dp[0], dp[1]) += the warp's 16 rows as A (fragments a[c], b[c] where REG, else
+// loaded per k-step from ar, br) against 16 rows of x and y as B read as stored: S = A X^T, dP = B Y^T
+template <int NK, bool REG>
+__device__ __forceinline__ void fa_s_dp(float (&s)[2][4], float (&dp)[2][4], FaPair (*a)[4], FaPair (*b)[4],
+                                        const floatX* ar, const floatX* br, const floatX* x, const floatX* y, int ld,
+                                        const FaLane& l) {
+    for (int c = 0; c < NK; c++) {
+        if constexpr (!REG) {
+            fa_load_a(a[0], ar + 16 * c, ld, l);
+            fa_load_a(b[0], br + 16 * c, ld, l);
         }
-        for (int q0 = k0, u = 0; q0 < T; q0 += BQ, u ^= 1) {
-            const bool more = q0 + BQ < T;
-            if (more) { next.fetch(qs, dos, lse_h, D_h, q0 + BQ); }
-            const floatX *Qs = QD + 2 * u * BQ * L::LDX, *dOs = Qs + BQ * L::LDX;
-            const float *lse2 = ST + 2 * u * BQ, *Dq = lse2 + BQ;
-            // S^T and dP^T, 16 queries at a time; P^T and dS^T into shared memory (floatX)
-            for (int j = 0; j < NQ; j++) {
-                FaAcc s, dp;
-                fa_zero(s);
-                fa_zero(dp);
-                for (int c = 0; c < NF; c++) {
-                    FaA<FaRow> ka, va;
-                    if constexpr (L::kv_in_registers) {
-                        ka = kf[c];
-                        va = vf[c];
-                    } else {
-                        fa_load(ka, Ks + r0 * L::LDX + 16 * c, L::LDX);
-                        fa_load(va, Vs + r0 * L::LDX + 16 * c, L::LDX);
-                    }
-                    FaB<FaCol> qb, ob;  // Q^T, dO^T
-                    fa_load(qb, Qs + 16 * j * L::LDX + 16 * c, L::LDX);
-                    fa_load(ob, dOs + 16 * j * L::LDX + 16 * c, L::LDX);
-                    fa_mma(s, ka, qb);
-                    fa_mma(dp, va, ob);
-                }
-                for (int i = 0; i < FaAcc::num_elements; i++) {
-                    int row = fa_row(idx, i), col = 16 * j + fa_col(idx, i);
-                    float p = k0 + r0 + row <= q0 + col ? exp2f(s.x[i] * scale_log2 - lse2[col]) : 0.0f;
-                    float ds = p * (dp.x[i] - Dq[col]) * scale;
-                    PT[(r0 + row) * L::LDP + col] = (floatX)p;
-                    dST[(r0 + row) * L::LDP + col] = (floatX)ds;
-                }
-            }
-            __syncwarp(0xffffffffu);
-            // dV += P^T dO, dK += dS^T Q (the warp's own 16 key rows of P^T and dS^T)
-            for (int kk = 0; kk < NQ; kk++) {
-                FaA<FaRow> pa, da;
-                fa_load(pa, PT + r0 * L::LDP + 16 * kk, L::LDP);
-                fa_load(da, dST + r0 * L::LDP + 16 * kk, L::LDP);
-                for (int c = 0; c < NF; c++) {
-                    FaB<FaRow> ob, qb;
-                    fa_load(ob, dOs + 16 * kk * L::LDX + 16 * c, L::LDX);
-                    fa_load(qb, Qs + 16 * kk * L::LDX + 16 * c, L::LDX);
-                    fa_mma(dv[c], pa, ob);
-                    fa_mma(dk[c], da, qb);
-                }
-            }
-            if (more) { next.put(QD, ST, u ^ 1, qs, dos, q0 + BQ); }
-            __syncthreads();  // every warp's dS^T rows are in place (and the next query step)
-            // dQ (+)= dS K: this warp's FPW fragments of the BQ x HSP tile, all in query rows 16 qb..
-            const int f0 = warp * FPW, qb = f0 / NF, c0 = f0 % NF;
-            FaA<FaCol> dsa[NK];  // dS = (dS^T)^T
-            for (int kk = 0; kk < NK; kk++) { fa_load(dsa[kk], dST + 16 * kk * L::LDP + 16 * qb, L::LDP); }
-            for (int c = c0; c < c0 + FPW; c++) {
-                FaAcc acc;  // zero on the split's first key tile, else the slice's sum so far
-                float* dst = dqa + (size_t)(q0 + 16 * qb) * HSP + 16 * c;
-                fa_zero(acc);
-                if (kt != split) { fa_load_acc(acc, dst, HSP); }
-                for (int kk = 0; kk < NK; kk++) {
-                    FaB<FaRow> kb;
-                    fa_load(kb, Ks + 16 * kk * L::LDX + 16 * c, L::LDX);
-                    fa_mma(acc, dsa[kk], kb);
-                }
-                fa_store_acc(dst, acc, HSP);
-            }
-            __syncthreads();  // dS^T is read before the next step writes it
-        }
-        // dK and dV rows of this key tile into dqkv, staged in fp32 where the keys and values were
-        float* stage = (float*)(sm + L::kv) + r0 * L::LDO;
-        floatX* dkrows = dqkv + (size_t)b * T * stride + C + h * HS;
-        fa_store_rows<HSP>(dkrows, stride, dk, stage, L::LDO, k0 + r0, T, HS, wide);
-        __syncwarp(0xffffffffu);
-        fa_store_rows<HSP>(dkrows + C, stride, dv, stage, L::LDO, k0 + r0, T, HS, wide);
+        fa_mma_rows(s, a[REG ? c : 0], x + 16 * c, ld, l);
+        fa_mma_rows(dp, b[REG ? c : 0], y + 16 * c, ld, l);
     }
 }
 
-// dQ = the slices whose first key tile is at or before t, summed in split order; a thread per FA_VEC channels of a row
-template <int HSP>
-__global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int B, int T, int NH, int HS, int nsplits,
-                                         bool wide) {
-    constexpr int per_row = HSP / FA_VEC, BQ = FaBwd<HSP>::BQ;
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, row = i / per_row;
-    int c = (int)(i % per_row) * FA_VEC, t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
-    if (i >= (long)B * NH * T * per_row || c >= HS) { return; }
-    int Tp = (T + BQ - 1) / BQ * BQ, splits = t / FA_KEYS + 1 < nsplits ? t / FA_KEYS + 1 : nsplits;
-    float sum[FA_VEC] = {};
-    for (int s = 0; s < splits; s++) {
-        const float* a = dq_acc + (((size_t)s * B * NH + bh) * Tp + t) * HSP + c;
-        for (int k = 0; k < FA_VEC; k += 4) {
-            FaQuad<float> v = *(const FaQuad<float>*)(a + k);
-            for (int e = 0; e < 4; e++) { sum[k + e] += v.v[e]; }
+// P = 2^(s scale_log2 - lse2) (0 where masked) and dS = P (dP - D) scale as A operands, rounded to floatX: half k of
+// register i is C element (row g + 8r, column col = 8 (i / 2) + 2j + k), r = i % 2 (the forward's P layout);
+// stat(r, col, lse2, D) sets that element's lse2 and D and returns whether it is masked
+template <typename Stat>
+__device__ __forceinline__ void fa_p_ds(FaPair (&pa)[4], FaPair (&da)[4], const float (&s)[2][4],
+                                        const float (&dp)[2][4], float scale_log2, float scale, const FaLane& l,
+                                        Stat stat) {
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 2; k++) {
+            const int n = i / 2, e = 2 * (i % 2) + k;
+            float lse2, D;
+            const bool masked = stat(i % 2, 8 * n + 2 * l.j + k, lse2, D);
+            const float p = masked ? 0.0f : exp2f(fmaf(s[n][e], scale_log2, -lse2));
+            pa[i].x[k] = (floatX)p;
+            da[i].x[k] = (floatX)(p * (dp[n][e] - D) * scale);
         }
     }
-    fa_store_vec(dqkv + ((size_t)b * T + t) * 3 * NH * HS + h * HS + c, sum, HS - c, wide);
+}
+
+// Block (b * NH + h, key tile): keys k0.. of one head, warp w keys k0 + 16w.. (the A rows of every product), walking
+// the query steps from the diagonal on, the next step's 16-byte loads in flight during this one's math. Per 16 queries:
+// S^T = K Q^T and dP^T = V dO^T (B: q, dO rows as stored), P^T and dS^T in C fragments (the mask only where the
+// 16 queries cross the warp's diagonal), then dV += P^T dO and dK += dS^T Q with P^T, dS^T as A operands where they
+// lie and dO, Q read transposed. A warp reads only its own K, V rows and the shared q, dO tiles: one barrier per step.
+// Registers: dK, dV 64 a thread at HSP 64 (128 at 128), K, V fragments 32 (0), the next step's loads 32 (16),
+// S^T, dP^T 16; nvcc 13 gives 250 (255) without spills. 2 blocks (8 warps) per SM allow 256 a thread (3 would cap
+// them at 168, the accumulators and fragments alone 96); shared memory 56448 bytes (52608) a block.
+template <int HSP>
+__global__ void __launch_bounds__(FA_THREADS, 2)
+    flash_backward_kv_kernel(floatX* dqkv, const float* lse, const float* D, const floatX* qkv, const floatX* dout,
+                             int T, int NH, int HS, float scale, bool wide) {
+    typedef FaBwd<HSP> L;
+    constexpr int BQ = L::BQ, NK = HSP / 16, NO = HSP / 8, RA = L::a_in_registers ? NK : 1;
+    extern __shared__ float4 fa_dynamic_smem[];
+    unsigned char* sm = fa_smem_base(fa_dynamic_smem);
+    const FaLane l;
+    const int r0 = threadIdx.x / 32 * FA_ROWS, k0 = blockIdx.y * FA_KEYS, key = k0 + r0 + l.g;  // key: C row g
+    floatX *Ks = (floatX*)(sm + L::kv) + r0 * L::LDX, *Vs = Ks + FA_KEYS * L::LDX;  // the warp's 16 rows
+    floatX* QD = (floatX*)(sm + L::qdo);  // buffer u: q at QD + 2u * BQ * LDX, dO after it
+    float* ST = (float*)(sm + L::stats);  // buffer u: lse (log2 units) at ST + 2u * BQ, D after it
+    const FaHead hd(qkv, dout, lse, D, T, NH, HS, wide);
+    const float scale_log2 = scale * FA_LOG2E;
+    FaTilePair<FA_KEYS, HSP> kv;
+    kv.fetch(hd.ks, hd.vs, k0);
+    kv.put((floatX*)(sm + L::kv), L::LDX, hd.ks, hd.vs, k0);  // the values at Vs
+    FaQueryStep<BQ, HSP, L::LDX> next;  // the first query step: the one holding the diagonal (BQ divides FA_KEYS)
+    next.fetch(hd.qs, hd.dos, hd.lse, hd.D, k0);
+    next.put(QD, ST, 0, hd.qs, hd.dos, k0);
+    __syncthreads();
+    FaPair ka[RA][4], va[RA][4];
+    for (int c = 0; c < RA; c++) {
+        fa_load_a(ka[c], Ks + 16 * c, L::LDX, l);
+        fa_load_a(va[c], Vs + 16 * c, L::LDX, l);
+    }
+    float dk[NO][4] = {}, dv[NO][4] = {};
+    for (int q0 = k0, u = 0; q0 < T; q0 += BQ, u ^= 1) {
+        const bool more = q0 + BQ < T;
+        if (more) { next.fetch(hd.qs, hd.dos, hd.lse, hd.D, q0 + BQ); }
+        const floatX *Qs = QD + 2 * u * BQ * L::LDX, *dOs = Qs + BQ * L::LDX;
+        const float *lse2 = ST + 2 * u * BQ, *Dq = lse2 + BQ;
+        for (int jq = 0; jq < BQ && q0 + jq < T; jq += 16) {  // queries q0 + jq..
+            if (q0 + jq + 15 < k0 + r0) { continue; }           // all before the warp's first key
+            float s[2][4] = {}, dp[2][4] = {};
+            fa_s_dp<NK, L::a_in_registers>(s, dp, ka, va, Ks, Vs, Qs + jq * L::LDX, dOs + jq * L::LDX, L::LDX, l);
+            const bool diag = k0 + r0 + 15 > q0 + jq;
+            FaPair pa[4], da[4];
+            fa_p_ds(pa, da, s, dp, scale_log2, scale, l, [&](int r, int col, float& lse2_q, float& D_q) {
+                lse2_q = lse2[jq + col];  // key + 8r, query q0 + jq + col
+                D_q = Dq[jq + col];
+                return diag && key + 8 * r > q0 + jq + col;
+            });
+            for (int n = 0; n < NK; n++) {
+                fa_mma_cols(dv + 2 * n, pa, dOs + jq * L::LDX + 16 * n, L::LDX, l);
+                fa_mma_cols(dk + 2 * n, da, Qs + jq * L::LDX + 16 * n, L::LDX, l);
+            }
+        }
+        if (more) { next.put(QD, ST, u ^ 1, hd.qs, hd.dos, q0 + BQ); }
+        __syncthreads();  // the next step is in place; this one's buffer is free
+    }
+    // dK and dV rows staged as floatX in the warp's own key and value rows
+    const float one[2] = {1.0f, 1.0f};
+    fa_stage_rows(Ks, L::LDX, dk, one, l);
+    fa_stage_rows(Vs, L::LDX, dv, one, l);
+    floatX* dkrows = dqkv + (hd.ks.p - qkv);  // dqkv's k columns of this head
+    fa_copy_rows<HSP>(dkrows, hd.ks.stride, Ks, L::LDX, k0 + r0, T, HS, wide);
+    fa_copy_rows<HSP>(dkrows + NH * HS, hd.ks.stride, Vs, L::LDX, k0 + r0, T, HS, wide);
+}
+
+// Block (b * NH + h, query tile, counted from the last as the forward's), warp w: queries q0 + 16w.., their Q and dO
+// rows the A operands; key and value tiles of BC double buffered up to the block's last query. Per 16 keys:
+// S = Q K^T, dP = dO V^T, P and dS (rows t, t + 8: lse and D in registers), dQ += dS K (dS's C fragments as A, K rows
+// read transposed); dQ in fp32 registers until its rows are written once. Registers: dQ 32 a thread at HSP 64 (64 at
+// 128), Q and dO fragments 32 (0), the next tile's loads 32 (32), S, dP 16; nvcc 13 gives 158 (168) without spills.
+// 3 blocks (12 warps) per SM allow 168 a thread, enough without spills (2 would allow 255 but hold a third fewer warps
+// to cover the loads); shared memory 55424 bytes (69760) a block, 3 x 70 KB fit an SM's 228 KB.
+template <int HSP>
+__global__ void __launch_bounds__(FA_THREADS, 3)
+    flash_backward_dq_kernel(floatX* dqkv, const float* lse, const float* D, const floatX* qkv, const floatX* dout,
+                             int T, int NH, int HS, float scale, bool wide) {
+    typedef FaBwd<HSP> L;
+    constexpr int BC = L::BC, NK = HSP / 16, NO = HSP / 8, RA = L::a_in_registers ? NK : 1;
+    extern __shared__ float4 fa_dynamic_smem[];
+    unsigned char* sm = fa_smem_base(fa_dynamic_smem);
+    const FaLane l;
+    const int r0 = threadIdx.x / 32 * FA_ROWS, q0 = (gridDim.y - 1 - blockIdx.y) * FA_QUERIES, t = q0 + r0 + l.g;
+    floatX *QO = (floatX*)sm, *Qs = QO + r0 * L::LDX, *dOs = Qs + FA_QUERIES * L::LDX;  // the warp's 16 rows
+    floatX* KV = (floatX*)(sm + L::tiles);  // buffer u: keys at KV + 2u * BC * LDX, values after them
+    const FaHead hd(qkv, dout, lse, D, T, NH, HS, wide);
+    const float scale_log2 = scale * FA_LOG2E;
+    const int ntiles = ((q0 + FA_QUERIES < T ? q0 + FA_QUERIES : T) - 1) / BC + 1;  // key tiles up to the last query
+    FaTilePair<FA_QUERIES, HSP> qdo;
+    qdo.fetch(hd.qs, hd.dos, q0);
+    qdo.put(QO, L::LDX, hd.qs, hd.dos, q0);
+    FaTilePair<BC, HSP> kv;
+    kv.fetch(hd.ks, hd.vs, 0);
+    kv.put(KV, L::LDX, hd.ks, hd.vs, 0);
+    float lse2[2], Dr[2];  // rows t and t + 8: lse in log2 units (+inf past T: P = 0) and D
+    for (int r = 0; r < 2; r++) {
+        lse2[r] = t + 8 * r < T ? hd.lse[t + 8 * r] * FA_LOG2E : INFINITY;
+        Dr[r] = t + 8 * r < T ? hd.D[t + 8 * r] : 0.0f;
+    }
+    __syncthreads();
+    FaPair qa[RA][4], oa[RA][4];
+    for (int c = 0; c < RA; c++) {
+        fa_load_a(qa[c], Qs + 16 * c, L::LDX, l);
+        fa_load_a(oa[c], dOs + 16 * c, L::LDX, l);
+    }
+    float dq[NO][4] = {};
+    for (int kt = 0; kt < ntiles; kt++) {
+        const int k0 = kt * BC;
+        const floatX *Ks = KV + (kt & 1) * 2 * BC * L::LDX, *Vs = Ks + BC * L::LDX;
+        if (kt + 1 < ntiles) { kv.fetch(hd.ks, hd.vs, k0 + BC); }  // in flight during this tile's math
+        for (int kk = 0; kk < BC && k0 + kk <= q0 + r0 + 15; kk += 16) {  // keys k0 + kk.., up to the warp's last query
+            float s[2][4] = {}, dp[2][4] = {};
+            fa_s_dp<NK, L::a_in_registers>(s, dp, qa, oa, Qs, dOs, Ks + kk * L::LDX, Vs + kk * L::LDX, L::LDX, l);
+            const bool diag = k0 + kk + 15 > q0 + r0;
+            FaPair pa[4], da[4];
+            fa_p_ds(pa, da, s, dp, scale_log2, scale, l, [&](int r, int col, float& lse2_t, float& D_t) {
+                lse2_t = lse2[r];  // query t + 8r, key k0 + kk + col
+                D_t = Dr[r];
+                return diag && k0 + kk + col > t + 8 * r;
+            });
+            for (int n = 0; n < NK; n++) { fa_mma_cols(dq + 2 * n, da, Ks + kk * L::LDX + 16 * n, L::LDX, l); }
+        }
+        if (kt + 1 < ntiles) { kv.put(KV + ((kt + 1) & 1) * 2 * BC * L::LDX, L::LDX, hd.ks, hd.vs, k0 + BC); }
+        __syncthreads();  // the next (k, v) tiles are in place; this tile's buffer is free
+    }
+    // dQ rows staged as floatX in the warp's own query rows
+    const float one[2] = {1.0f, 1.0f};
+    fa_stage_rows(Qs, L::LDX, dq, one, l);
+    fa_copy_rows<HSP>(dqkv + (hd.qs.p - qkv), hd.qs.stride, Qs, L::LDX, q0 + r0, T, HS, wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -605,15 +600,15 @@ __global__ void flash_backward_dq_kernel(floatX* dqkv, const float* dq_acc, int 
 
 // the kernels and sizes of one padded head size: the one table of the four instantiations
 struct FaConfig {
-    int hsp, bwd_queries;  // padded head size, queries per backward step
-    size_t fwd_smem, bwd_smem;
+    int hsp;  // padded head size
+    size_t fwd_smem, kv_smem, dq_smem;
     decltype(&flash_forward_kernel<16>) forward;
-    decltype(&flash_backward_kv_kernel<16>) backward_kv;
-    decltype(&flash_backward_dq_kernel<16>) backward_dq;
+    decltype(&flash_backward_kv_kernel<16>) backward_kv, backward_dq;
 };
 template <int HSP>
-static const FaConfig fa_config = {HSP, FaBwd<HSP>::BQ, FaFwd<HSP>::bytes, FaBwd<HSP>::bytes, flash_forward_kernel<HSP>,
-                                   flash_backward_kv_kernel<HSP>, flash_backward_dq_kernel<HSP>};
+static const FaConfig fa_config = {HSP, FaFwd<HSP>::bytes, FaBwd<HSP>::kv_bytes, FaBwd<HSP>::dq_bytes,
+                                   flash_forward_kernel<HSP>, flash_backward_kv_kernel<HSP>,
+                                   flash_backward_dq_kernel<HSP>};
 
 // the configuration for head size HS (the smallest padded size >= HS), or past FA_MAX_HS NULL and a reason in why
 static const FaConfig* flash_config(int HS, char* why = NULL, size_t cap = 0) {
@@ -632,29 +627,16 @@ static int flash_attention_supported(int HS, char* why, size_t cap) {
     int dev = 0, limit = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    size_t need = std::max(k->fwd_smem, k->bwd_smem);
+    size_t need = std::max({k->fwd_smem, k->kv_smem, k->dq_smem});
     if (need <= (size_t)limit) {
         const cudaFuncAttribute smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
         cudaCheck(cudaFuncSetAttribute((const void*)k->forward, smem, (int)k->fwd_smem));
-        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->bwd_smem));
+        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_kv, smem, (int)k->kv_smem));
+        cudaCheck(cudaFuncSetAttribute((const void*)k->backward_dq, smem, (int)k->dq_smem));
         return 1;
     }
     snprintf(why, cap, "head size %d needs %zu bytes of shared memory per block; this GPU allows %d", HS, need, limit);
     return 0;
-}
-
-// the backward's dQ splits: enough for FA_BACKWARD_BLOCKS, at most half the key tiles (two per block where there are)
-static inline int flash_dq_splits(int BNH, int T) {
-    return std::min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (ceil_div(T, FA_KEYS) + 1) / 2);
-}
-
-// the floats of dq_acc (splits, B*NH, T padded to query steps, HSP) for flash_dq_splits at every batch up to B
-// (fewer rows may take more splits; a shorter T no more) and for forced_splits at B (0: none)
-static inline size_t flash_dq_acc_floats(int B, int NH, int T, int HS, int forced_splits) {
-    const FaConfig* k = flash_config(HS);
-    size_t slices = (size_t)forced_splits * B;  // batch size times splits, the most of it
-    for (int b = 1; b <= B; b++) { slices = std::max(slices, (size_t)b * flash_dq_splits(b * NH, T)); }
-    return k ? slices * NH * ((size_t)ceil_div(T, k->bwd_queries) * k->bwd_queries) * k->hsp : 0;
 }
 
 // whether the kernels may use 16-byte accesses: HS a whole number of vectors, every tensor p aligned
@@ -672,9 +654,10 @@ static void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
     cudaCheckLaunch();
 }
 
-// dqkv (B, T, 3C; all overwritten) from dout = dL/d(attention output rows); out, lse: the forward's; D, dq_acc: scratch
-static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, const floatX* dout, const floatX* qkv,
-                                     const floatX* out, const float* lse, int B, int T, int C, int NH, int nsplits) {
+// dqkv (B, T, 3C; all overwritten) from dout = dL/d(attention output rows); out, lse: the forward's; D: (B, NH, T)
+// scratch
+static void flash_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
+                                     const float* lse, int B, int T, int C, int NH) {
     int HS = C / NH;
     bool wide = flash_wide(HS, dqkv, dout, qkv, out);
     const FaConfig* k = flash_config(HS);
@@ -682,11 +665,11 @@ static void flash_attention_backward(floatX* dqkv, float* dq_acc, float* D, cons
     auto backward_dq = k->backward_dq;
     flash_backward_dot_kernel<<<ceil_div((long)B * T * NH, 256), 256>>>(D, dout, out, B, T, NH, HS, wide);
     cudaCheckLaunch();
-    dim3 grid(B * NH, nsplits);
     float scale = 1.0f / sqrtf((float)HS);
-    backward_kv<<<grid, FA_THREADS, k->bwd_smem>>>(dqkv, dq_acc, lse, D, qkv, dout, T, NH, HS, nsplits, scale, wide);
+    dim3 kv_grid(B * NH, ceil_div(T, FA_KEYS)), dq_grid(B * NH, ceil_div(T, FA_QUERIES));
+    backward_kv<<<kv_grid, FA_THREADS, k->kv_smem>>>(dqkv, lse, D, qkv, dout, T, NH, HS, scale, wide);
     cudaCheckLaunch();
-    backward_dq<<<ceil_div((long)B * NH * T * k->hsp / FA_VEC, 256), 256>>>(dqkv, dq_acc, B, T, NH, HS, nsplits, wide);
+    backward_dq<<<dq_grid, FA_THREADS, k->dq_smem>>>(dqkv, lse, D, qkv, dout, T, NH, HS, scale, wide);
     cudaCheckLaunch();
 }
 

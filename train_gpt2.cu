@@ -453,8 +453,7 @@ typedef struct { ACTIVATION_TENSORS(DECLARE_TENSOR) } ActivationTensors;
     X(floatX, datty, BT * C) \
     X(floatX, dqkv, BT * 3 * C) \
     X(floatX, dfch, BT * 4 * C) /* dL/d(MLP pre-activation) */ \
-    X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */ \
-    X(float, att_dq, flash_dq_acc_floats(B, (int)NH, T, (int)(C / NH), 0)) /* attention: the fp32 dQ splits */
+    X(float, att_dot, B * NH * T) /* attention: sum_c dO O per row */
 
 typedef struct { SCRATCH_TENSORS(DECLARE_TENSOR) } GradScratch;
 
@@ -778,8 +777,8 @@ static void block_backward(GPT2* m, const Sublayer* sub, float* du, float beta, 
         size_t wo = (size_t)l * C * C;
         matmul_backward_input(sc->datty, CUDA_R_X, 0.0f, dz, p->attprojw + wo, BT, C, C, NULL);
         matmul_backward_weight(g->attprojw + wo, g->attprojb + (size_t)l * C, dz, acts->atty + lBT * C, BT, C, C);
-        flash_attention_backward(sc->dqkv, sc->att_dq, sc->att_dot, sc->datty, acts->qkv + lBT * 3 * C, acts->atty + lBT * C,
-                                 acts->att_lse + lBT * NH, B, T, C, NH, flash_dq_splits(B * NH, T));
+        flash_attention_backward(sc->dqkv, sc->att_dot, sc->datty, acts->qkv + lBT * 3 * C, acts->atty + lBT * C,
+                                 acts->att_lse + lBT * NH, B, T, C, NH);
         matmul_backward_input(du, CUDA_R_32F, beta, sc->dqkv, p->qkvw + 3 * wo, BT, C, 3 * C, NULL);
         matmul_backward_weight(g->qkvw + 3 * wo, g->qkvb + (size_t)l * 3 * C, sc->dqkv, u, BT, C, 3 * C);
     } else {

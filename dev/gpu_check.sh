@@ -347,7 +347,7 @@ kernels_note() {
 
 # the trainer's version in each dev/cuda program (dev/cuda/README.md, "The experiments")
 declare -A TRAINER_VERSION=([siamese_input_forward]=5 [siamese_input_backward]=4 [layernorm]=2 [classifier]=4
-                            [attention_forward]=5 [attention_backward]=3 [column_sums]=2 [vec_kernels]=2 [encoder_backward]=2)
+                            [attention_forward]=5 [attention_backward]=4 [column_sums]=2 [vec_kernels]=2 [encoder_backward]=2)
 
 # dev_cuda_summary PROGRAM < its output: one line per timed job ("attention forward", "loss +
 # dlogits", ...): every version's mean ms, the trainer's in brackets, and the trainer's time over

@@ -63,8 +63,7 @@ LN_ROUND_ROWS = 8        # rows per round of a LayerNorm backward block
 COLUMN_MAX_SPLITS = 32   # column_grads: row chunks
 COLUMN_CHUNK_ROWS = 64
 EMBED_CHUNK = 64         # wte_backward: positions per chunk
-FA_KEYS = 64             # attention: keys per backward block, queries per forward block
-FA_BACKWARD_BLOCKS = 1024
+FA_KEYS = 64             # attention: keys per dK/dV block, queries per forward and dQ block
 NORM_THREADS, NORM_MAX_BLOCKS, NORM_PER_THREAD = 512, 1024, 16
 
 # FLOPs per element of the row kernels, as dev/cuda/README.md counts them ("Bytes and FLOPs per
@@ -201,19 +200,20 @@ def attention_rows(step, cfg, B, T, fwd_count, bwd_count):
     step.launch("flash_forward_kernel", "fwd", qkv_bytes + out_bytes + rows_f, BNH * pairs * 4.0 * FA_KEYS * fk * HSP,
                 fwd_count, "q, k, v read once (the K, V tiles again from L2), out and lse written")
     step.launch("flash_backward_dot_kernel", "bwd", 2 * out_bytes + rows_f, 2.0 * BT * C, bwd_count, "D = rowsum(dO O)")
-    # backward: blocks of 64 keys, query steps of 64 (16 at HSP 128) from the diagonal on; five products
-    bq = 64 if HSP <= 64 else 16
-    nkt = ceil_div(T, FA_KEYS)
-    pairs = sum(ceil_div(T - kt * FA_KEYS, bq) for kt in range(nkt))
-    nsplits = min(ceil_div(FA_BACKWARD_BLOCKS, BNH), (nkt + 1) // 2)
-    # the dQ slices: split s holds the query rows from its first key tile s on, T padded to query steps
-    tpad = ceil_div(T, bq) * bq
-    slices = sum(max(0, tpad - s * FA_KEYS) for s in range(nsplits)) * BNH * HSP * F
-    step.launch("flash_backward_kv_kernel", "bwd", qkv_bytes + out_bytes + 2 * rows_f + 2 * out_bytes + slices,
-                BNH * pairs * 5 * 2.0 * FA_KEYS * bq * HSP, bwd_count,
-                f"q, k, v, dO, lse, D read, dK, dV and the {nsplits} dQ slices written once (their "
-                "read-modify-write over key tiles counted as L2 traffic)")
-    step.launch("flash_backward_dq_kernel", "bwd", slices + out_bytes, slices / F, bwd_count, "the slices summed into dQ")
+    # backward: 16-row warp tiles (a warp's 16 keys, or 16 queries) against 16-row sub-tiles of the other side,
+    # those wholly masked skipped, 2 * 16 * 16 * HSP FLOPs per product
+    sub = 2.0 * 16 * 16 * HSP
+    # dK/dV: blocks of 64 keys; warp w's 16 keys meet the 16-query sub-tiles from its own first key to T; 4 products
+    kv_pairs = sum(ceil_div(max(0, T - kt * FA_KEYS - 16 * w), 16) for kt in range(ceil_div(T, FA_KEYS)) for w in range(4))
+    step.launch("flash_backward_kv_kernel", "bwd", qkv_bytes + out_bytes + 2 * rows_f + 2 * out_bytes,
+                BNH * kv_pairs * 4 * sub, bwd_count,
+                "k, v read once, q, dO per key tile (from L2), lse, D read; dK, dV written once")
+    # dQ: blocks of 64 queries; warp w's 16 queries meet the 16-key sub-tiles up to its last query, within the key
+    # tiles of 64 (32 at HSP 128) up to the block's last query; 3 products
+    dq_pairs = sum(min(qb * 4 + w + 1, ceil_div(min(T, (qb + 1) * FA_KEYS), fk) * fk // 16)
+                   for qb in range(ceil_div(T, FA_KEYS)) for w in range(4))
+    step.launch("flash_backward_dq_kernel", "bwd", qkv_bytes + 2 * out_bytes + 2 * rows_f, BNH * dq_pairs * 3 * sub,
+                bwd_count, "q, dO read once, k, v per query tile (from L2), lse, D read; dQ written once")
 
 
 def column_grads_rows(step, BT, OC, count):
@@ -805,15 +805,17 @@ def self_test():
     # d12 at B 64, T 1024 against attention.cuh's header and dev/cuda/README.md
     d12 = model_step(Config("d12", "siamese"), 64, 1024).rows
     check("flash_forward_kernel 109.5 GFLOP per layer", abs(d12["flash_forward_kernel"].flops / 12 / 1e9 - 109.5) < 0.1)
-    check("flash_backward_kv_kernel 273.8 GFLOP per layer", abs(d12["flash_backward_kv_kernel"].flops / 12 / 1e9 - 273.8) < 0.1)
-    check("flash_backward_dq_kernel 491 MB per layer", abs(d12["flash_backward_dq_kernel"].bytes / 12 / 1e6 - 491) < 1)
+    check("flash_backward_kv_kernel 209.4 GFLOP per layer", abs(d12["flash_backward_kv_kernel"].flops / 12 / 1e9 - 209.4) < 0.1)
+    check("flash_backward_kv_kernel 610 MB per layer", abs(d12["flash_backward_kv_kernel"].bytes / 12 / 1e6 - 610) < 1)
+    check("flash_backward_dq_kernel 157.0 GFLOP per layer", abs(d12["flash_backward_dq_kernel"].flops / 12 / 1e9 - 157.0) < 0.1)
+    check("flash_backward_dq_kernel 510 MB per layer", abs(d12["flash_backward_dq_kernel"].bytes / 12 / 1e6 - 510) < 1)
     check("classifier 13.19 GB", abs(d12["classifier_kernel"].bytes / 1e9 - 13.19) < 0.01)
     sib = d12["siamese_input_backward_kernel"]  # the final merge (1012.9 MB), the first sublayer (no dz_prev: 1314.9)
     check("siamese_input_backward_kernel 1415.6 MB per sublayer", abs((sib.bytes / 1e6 - 1012.9 - 1314.9) / 23 - 1415.6) < 0.5)
     nsys = """Generating SQLite file out/kernels.sqlite from out/kernels.nsys-rep
 Processing [out/kernels.sqlite] with [cuda_gpu_kern_sum.py]...
 Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
-40.0,"1,000,000",20,50000.0,50000.0,40000,60000,100.0,"void flash_backward_kv_kernel<64>(__nv_bfloat16 *, float *, const float *, const float *, const __nv_bfloat16 *, const __nv_bfloat16 *, int, int, int, int, float, bool)"
+40.0,"1,000,000",20,50000.0,50000.0,40000,60000,100.0,"void flash_backward_kv_kernel<64>(__nv_bfloat16 *, const float *, const float *, const __nv_bfloat16 *, const __nv_bfloat16 *, int, int, int, float, bool)"
 30.0,600000,120,5000.0,5000.0,4000,6000,10.0,nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT
 10.0,200000,30,6666.0,6000.0,5000,9000,10.0,sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas
 5.0,100000,150,666.0,600.0,500,900,10.0,"adamw_kernel(float *, __nv_bfloat16 *, const float *, float *, float *, unsigned long, float, float, float, float, float, float, float, float)"

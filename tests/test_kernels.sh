@@ -7,7 +7,7 @@
 #      B 2 (154 rows: three chunks of the two-stage column sums, the last one short; 20 blocks of the
 #      LayerNorm backwards, the last of 2 rows); and
 #      attention's shape: L 1, C 96, NH 2 (head size 48, padded to 64), V 97, T 144 (three query
-#      and key tiles of 64, 64 and 16 rows), B 1 (2 dQ splits, the first with two key tiles);
+#      and key tiles of 64, 64 and 16 rows: full, partial and skipped 16-row sub-tiles), B 1;
 #   2. planted bugs, a few per kernel: each is applied to a copy of the sources, which is rebuilt,
 #      and test_gpt2cu must FAIL a check; the first failing line is printed.
 # Usage: bash tests/test_kernels.sh   (needs ./test_gpt2 and the CUDA headers; make test-kernels
@@ -68,21 +68,31 @@ plant() {
         cat "$work/log"; echo "FAIL plant '$what' ($kernel): test_gpt2cu did not fail a check"; failed=1
     fi
 }
-# attention (attention.cuh), on its shape: in the forward and the backward kernels a barrier, a
-# mask and the online-softmax bookkeeping; the dQ splits' first store and their sum's bound (the
-# forward's barrier under `warp`: the shuffles of its tile products keep lock-step schedules in step)
+# attention (attention.cuh), on its shape: in the forward and both backward kernels a barrier, a
+# mask and bookkeeping (the online softmax; the query-step buffers; the key bound, a row's lse);
+# the barriers under `warp`: the shuffles of the tile products keep lock-step schedules in step
 plant flash attention.cuh 's/        __syncthreads();  \/\/ the next tile is in place; this one.s buffer is free/        \/\/ (barrier planted away)/' \
     "forward: no barrier between a key tile's math and the next tile's buffer" "$work/att" warp
 plant flash attention.cuh 's/if (k0 + 8 \* n + 2 \* j + e % 2 > t + 8 \* (e \/ 2))/if (k0 + 8 * n + 2 * j + e % 2 >= t + 8 * (e \/ 2))/' \
     "forward mask off by one (diagonal excluded)" "$work/att"
 plant flash attention.cuh 's/l_run\[r\] \*= corr;/l_run[r] *= 1.0f;/' "forward running sum not rescaled" "$work/att"
-plant flash attention.cuh 's/float p = k0 + r0 + row <= q0 + col ? /float p = k0 + r0 + row < q0 + col ? /' \
-    "backward mask off by one (diagonal excluded)" "$work/att"
-plant flash attention.cuh 's/float ds = p \* (dp.x\[i\] - Dq\[col\]) \* scale;/float ds = p * dp.x[i] * scale;/' \
-    "backward dS without the row term D" "$work/att"
-plant flash attention.cuh 's/if (kt != split) {/if (kt != 0) {/' "dQ split slices never started (added to from the first key tile on)" "$work/att"
-plant flash attention.cuh 's/splits = t \/ FA_KEYS + 1 < nsplits ? t \/ FA_KEYS + 1 : nsplits;/splits = t \/ FA_KEYS < nsplits ? t \/ FA_KEYS : nsplits;/' \
-    "dQ sum leaves out the split of the diagonal key tile" "$work/att"
+plant flash attention.cuh 's/return diag \&\& key + 8 \* r > q0 + jq + col;/return diag \&\& key + 8 * r >= q0 + jq + col;/' \
+    "dK/dV kernel mask off by one (diagonal excluded)" "$work/att"
+plant flash attention.cuh 's/const bool diag = k0 + r0 + 15 > q0 + jq;/const bool diag = k0 + r0 > q0 + jq;/' \
+    "dK/dV kernel leaves the mask off the 16 queries that start on the warp's first key" "$work/att"
+plant flash attention.cuh 's/if (more) { next.put(QD, ST, u ^ 1, /if (more) { next.put(QD, ST, u, /' \
+    "dK/dV kernel prefetches into the query step's buffer in use" "$work/att"
+plant flash attention.cuh 's/        __syncthreads();  \/\/ the next step is in place; this one.s buffer is free/        \/\/ (barrier planted away)/' \
+    "dK/dV kernel: no barrier between a query step's math and the next step's buffer" "$work/att" warp
+plant flash attention.cuh 's/return diag \&\& k0 + kk + col > t + 8 \* r;/return diag \&\& k0 + kk + col >= t + 8 * r;/' \
+    "dQ kernel mask off by one (diagonal excluded)" "$work/att"
+plant flash attention.cuh 's/lse2_t = lse2\[r\];/lse2_t = lse2[0];/' "dQ kernel: row g's lse for row g + 8 too" "$work/att"
+plant flash attention.cuh 's/k0 + kk <= q0 + r0 + 15; kk += 16)/k0 + kk < q0 + r0; kk += 16)/' \
+    "dQ kernel stops before the keys of the warp's diagonal" "$work/att"
+plant flash attention.cuh 's/        __syncthreads();  \/\/ the next (k, v) tiles are in place; this tile.s buffer is free/        \/\/ (barrier planted away)/' \
+    "dQ kernel: no barrier between a key tile's math and the next tile's buffer" "$work/att" warp
+plant flash attention.cuh 's/da\[i\].x\[k\] = (floatX)(p \* (dp\[n\]\[e\] - D) \* scale);/da[i].x[k] = (floatX)(p * dp[n][e] * scale);/' \
+    "backward dS without the row term D (both kernels)" "$work/att"
 plant colsum siamese.cuh 's/1, partials, splits, C); }/1, partials, splits - 1, C); }/' \
     "column sums drop the last chunk"
 plant colsum siamese.cuh 's/r_end = r_begin + chunk < N ? r_begin + chunk : N;/r_end = r_begin + chunk - 1 < N ? r_begin + chunk - 1 : N;/' \

@@ -14,12 +14,18 @@ version 2: flash attention with its accumulators in shared memory (attention_fla
            D = rowsum(dO O), then two kernels that each recompute S and dP from the log-sum-exp:
            one owns 64-query tiles (dQ), one owns 64-key tiles (dK, dV); 7 tile products per
            tile pair, fixed order, no atomics. Its forward runs before, untimed.
-version 3: the trainer's backward (../../attention.cuh, flash_attention_backward): D = rowsum(dO O),
-           one kernel that owns 64-key tiles and walks the query tiles with FlashAttention-2's 5
-           tile products (S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K), dK and dV in registers,
-           each block's dQ contributions in its own fp32 slice (a split), then a kernel that sums
-           the splits in order into dQ. No atomics. S=N sets the number of splits (default: the
-           trainer's choice, flash_dq_splits). Its forward runs before, untimed.
+version 3: FlashAttention-2's backward on WMMA fragments (attention_bwd_wmma.h): D = rowsum(dO O),
+           one kernel that owns 64-key tiles and walks the query tiles with the 5 tile products
+           (S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K), P^T and dS^T through shared memory,
+           dK and dV in registers, each block's dQ contributions in its own fp32 slice (a split),
+           then a kernel that sums the splits in order into dQ. No atomics. S=N sets the number
+           of splits (default: wb_dq_splits). Its forward (the trainer's) runs before, untimed.
+version 4: the trainer's backward (../../attention.cuh, flash_attention_backward): D = rowsum(dO O),
+           then on mma.m16n8k16 with ldmatrix operands a kernel that owns 64-key tiles (S^T, dP^T,
+           dV += P^T dO, dK += dS^T Q: 4 products, P^T and dS^T never leave registers) and one
+           that owns 64-query tiles (S, dP, dQ += dS K: 3 products); every accumulator in
+           registers until written once. No atomics, no fp32 partial sums in memory. Its forward
+           runs before, untimed.
 
 Checked against a CPU fp32 reference from the formulas (train_gpt2.c's attention backward;
 attention_ref.h, shared with attention_forward.cu): dq, dk and dv each. Each version also runs
@@ -29,14 +35,16 @@ half; the recomputation of the scores is not counted).
 
 Build and run (needs a GPU):  nvcc -O3 -arch=sm_90 -I../.. attention_backward.cu -o attention_backward -lcublas
                               ./attention_backward [version] [B=batch] [T=seq] [NH=heads] [HS=head size] [S=splits]
+    (S=: version 3's dQ splits)
     ./attention_backward ref     checks the CPU reference (finite differences; no GPU)
-Status: verified through the CPU execution layer at small sizes (make test-dev-cuda); never run on
-a GPU yet, so no timing.
+Status: every version verified through the CPU execution layer at small sizes (make test-dev-cuda);
+versions 1 to 3 timed on an H100 and an H200 (dev/cuda/README.md), version 4 not run on a GPU yet.
 */
 #include "attention_v1.h"
 #include "attention_ref.h"
 #include "attention_flash_smem.h"
 #include "attention.cuh"
+#include "attention_bwd_wmma.h"
 
 #define BATCH 8    // B (default; B= on the command line)
 #define SEQ 1024   // T (T=)
@@ -49,16 +57,21 @@ int main(int argc, char** argv) {
     if (argc == 2 && strcmp(argv[1], "ref") == 0) { return check_attention_reference(); }
     int B = BATCH, T = SEQ, NH = HEADS, HS = HSIZE, S = 0;
     const SizeArg sizes[] = {{"B", &B}, {"T", &T}, {"NH", &NH}, {"HS", &HS}, {"S", &S}};
-    int only = parse_args(argc, argv, 3, sizes, 5);
+    int only = parse_args(argc, argv, 4, sizes, 5);
     // the versions that take this size (see attention_forward.cu)
-    char why[3][200] = {"", "", ""};
+    char why[4][200] = {"", "", "", ""};
     int tile2 = fs_attention_tile(HS, why[1], sizeof why[1]);
-    (void)flash_attention_supported(HS, why[2], sizeof why[2]);  // fills why[2] where it does not
-    for (int v = 1; v <= 3; v++) {
+    (void)flash_attention_supported(HS, why[3], sizeof why[3]);  // fills why[3] where it does not
+    if (why[3][0] != '\0') {
+        memcpy(why[2], why[3], sizeof why[2]);  // version 3 takes the same head sizes
+    } else {
+        (void)wb_attention_supported(HS, why[2], sizeof why[2]);
+    }
+    for (int v = 1; v <= 4; v++) {
         if (why[v - 1][0] != '\0' && only == v) { size_error(argv[0], why[v - 1]); }
     }
     const int C = NH * HS;
-    int nsplits = S > 0 ? S : flash_dq_splits(B * NH, T);
+    int nsplits = S > 0 ? S : wb_dq_splits(B * NH, T);
     print_device();
     printf("attention_backward: B = %d, T = %d, NH = %d, HS = %d (version 3: %d dQ splits)\n", B, T, NH, HS, nsplits);
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
@@ -75,7 +88,7 @@ int main(int argc, char** argv) {
     V1Scratch sc = v1_scratch_alloc(B, T, NH, HS);
     float* d_lse = (float*)device_alloc((size_t)B * NH * T * sizeof(float));
     float* d_D = (float*)device_alloc((size_t)B * NH * T * sizeof(float));
-    float* d_dq_acc = why[2][0] ? NULL : (float*)device_alloc(flash_dq_acc_floats(B, NH, T, HS, nsplits) * sizeof(float));
+    float* d_dq_acc = why[2][0] ? NULL : (float*)device_alloc(wb_dq_acc_floats(B, NH, T, HS, nsplits) * sizeof(float));
     cublasHandle_t handle;
     cublas_check(cublasCreate(&handle), __LINE__);
 
@@ -94,7 +107,7 @@ int main(int argc, char** argv) {
     };
 
     double flops = 8.0 * B * NH * HS * (double)T * (T + 1) / 2;
-    for (int v = 1; v <= 3; v++) {
+    for (int v = 1; v <= 4; v++) {
         if (only && v != only) { continue; }
         if (why[v - 1][0] != '\0') {
             printf("(version %d skipped: %s)\n", v, why[v - 1]);
@@ -114,8 +127,10 @@ int main(int argc, char** argv) {
                 attention_backward_v1(handle, d_dqkv, d_dout, d_qkv, &sc, B, T, NH, HS);
             } else if (v == 2) {
                 fs_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, tile2);
+            } else if (v == 3) {
+                wmma_attention_backward(d_dqkv, d_dq_acc, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, nsplits);
             } else {
-                flash_attention_backward(d_dqkv, d_dq_acc, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, nsplits);
+                flash_attention_backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
             }
         };
         for (int k = 0; k < 2; k++) {

@@ -1,13 +1,16 @@
 /*
 dev/cuda/attention_fwd_wmma.h: version 4 of attention_forward.cu, a FlashAttention-2 forward on WMMA fragments.
-The layouts and helpers are the trainer's (attention.cuh, included first): a block takes 64 queries of one head, 16
-rows per warp, key and value tiles double buffered in shared memory with the next tile's 16-byte loads in flight.
+The WMMA layer is attention_wmma.h, the loaders the trainer's (attention.cuh, included first): a block takes 64
+queries of one head, 16 rows per warp, key and value tiles double buffered in shared memory with the next tile's
+16-byte loads in flight.
 WMMA fragments hide their layout, so per key tile each warp stores S (fp32) to shared memory, reads it back for the
 online softmax (two lanes per row), writes P (floatX) there, loads it as a fragment for P V, and rescales O per row
 through a row-index fragment (fa_fill_index_tile). Same outputs as the trainer's kernel: out (B, T, C), lse (B, NH, T).
 */
 #ifndef DEV_CUDA_ATTENTION_FWD_WMMA_H
 #define DEV_CUDA_ATTENTION_FWD_WMMA_H
+
+#include "attention_wmma.h"
 
 // nvcc only: FA_ROLLED keeps a loop over shared-memory tiles rolled (unrolled, the compiler would
 // hoist every tile's loads at once: registers); the loops over fragments or registers unroll fully

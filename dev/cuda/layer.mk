@@ -12,7 +12,7 @@ DEV_CUDA_PROGRAMS = siamese_input_forward siamese_input_backward layernorm class
 	attention_backward column_sums vec_kernels encoder_backward
 DEV_CUDA_LAYER_BINS = $(DEV_CUDA_PROGRAMS:%=tests/bin/dev_cuda/%_cpu)
 DEV_CUDA_HEADERS = $(addprefix $(CUDACPU_SRC)/dev/cuda/,common.h attention_v1.h attention_ref.h attention_flash_smem.h \
-	attention_fwd_wmma.h trainer.h layernorm_v1.h ln_backward_cols.h) \
+	attention_fwd_wmma.h attention_bwd_wmma.h attention_wmma.h trainer.h layernorm_v1.h ln_backward_cols.h) \
 	$(CUDACPU_TRAIN_SRCS) $(COMMON_HEADERS)
 
 .PHONY: test-dev-cuda

@@ -77,11 +77,11 @@ run classifier 5 N=5 V=301 Vp=304       # the last vector holds 5 real entries a
 run classifier 1 4 N=2 V=120001 Vp=120064  # the trainer's classifier() beyond a tile: 3 tiles, the last partial
 run classifier 1 1 N=3 V=77 Vp=77
 # attention: several 64-row tiles with a partial last one, several heads; the trainer's kernels
-# (forward 5, backward 3) also at head sizes they pad: 40 -> 64 and 24 -> 32 (16-byte loads),
-# 9 -> 16 and 20 -> 32 (element loads), 128 (32-key forward tiles, 16-query backward steps), the
-# forward's WMMA version 4 at the element loads and at 128; the
-# backward's dQ splits: the trainer's choice (2 at 3 key tiles: a split with two key tiles adds
-# into its slice), one split, and more splits than key tiles
+# (forward 5, backward 4) also at head sizes they pad: 40 -> 64 and 24 -> 32 (16-byte loads),
+# 9 -> 16 and 20 -> 32 (element loads), 128 (32-key forward and dQ tiles, 16-query dK/dV steps,
+# A operands from shared memory), the WMMA versions (forward 4, backward 3) at the element loads
+# and at 128; the WMMA backward's dQ splits: its own choice (2 at 3 key tiles: a split with two
+# key tiles adds into its slice), one split, and more splits than key tiles
 run attention_forward 5 B=2 T=150 NH=3  # T ends inside the third tile of 64
 run attention_forward 1 5 B=2 T=150 NH=3 HS=40
 run attention_forward 1 5 B=1 T=70 NH=2 HS=9
@@ -89,12 +89,15 @@ run attention_forward 1 5 B=2 T=33 NH=2 HS=20
 run attention_forward 1 5 B=1 T=100 NH=2 HS=128
 run attention_forward 1 4 B=1 T=70 NH=2 HS=9
 run attention_forward 1 4 B=1 T=100 NH=2 HS=128
-run attention_backward 3 B=2 T=150 NH=3 HS=48
+run attention_backward 4 B=2 T=150 NH=3 HS=48
 run attention_backward 1 3 B=2 T=150 NH=3 HS=40 S=1
-run attention_backward 1 3 B=1 T=200 NH=2 HS=9
 run attention_backward 1 3 B=3 T=130 NH=2 HS=24 S=5
-run attention_backward 1 3 B=2 T=33 NH=2 HS=20
 run attention_backward 1 3 B=1 T=100 NH=2 HS=128
+run attention_backward 1 4 B=2 T=150 NH=3 HS=40
+run attention_backward 1 4 B=1 T=200 NH=2 HS=9
+run attention_backward 1 4 B=3 T=130 NH=2 HS=24
+run attention_backward 1 4 B=2 T=33 NH=2 HS=20
+run attention_backward 1 4 B=1 T=100 NH=3 HS=128
 run column_sums 2 N=333 C=100           # 6 chunks of 56 rows, the last of 53; a last tile of 4 columns
 run column_sums 2 N=2113 C=40           # 32 chunks (the most): 67 rows each, the last 36
 run column_sums 1 1 N=7 C=3
