@@ -285,7 +285,9 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 //      and the parameter-gradient terms into g, then the group's sums (element e of sum q at sums[group n C + q C +
 //      e V + v]: conflict-free); a second barrier. At the end, the block's partial rows: its groups' sums in order.
 struct LnRounds {  // kernels and ln_backward_run take the rounds as a type (dev/cuda/ln_backward_cols.h: the former)
-    static __host__ __device__ int groups(int C, int W) { return C / W < 256 ? 256 / (C / W) : 1; }
+    static __host__ __device__ int groups(int C, int W) {  // no more groups than a round has rows
+        return C / W >= 256 ? 1 : 256 / (C / W) < LN_ROUND_ROWS ? 256 / (C / W) : LN_ROUND_ROWS;
+    }
     static int block_rows(int N) { return LN_ROUND_ROWS * ceil_div(N, LN_ROUND_ROWS * LN_GRAD_BLOCKS); }
     template <int W, int n, typename RowFn, typename ColumnFn>
     static __device__ __forceinline__ void run(float* partials, int N, int C, int block_rows, RowFn per_row,
@@ -322,8 +324,10 @@ static void ln_backward_run(Kernel kernel, int W, ColumnOuts grads, int n, int N
     int block_rows = Rounds::block_rows(N), blocks = ceil_div(N, block_rows);
     size_t smem = (size_t)Rounds::groups(C, W) * n * C * sizeof(float);
     partials_check((size_t)n * blocks * C, what);
-    if (smem > 48 * 1024 && cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)smem) != cudaSuccess) {
+    // the kernels' static row means (at most 6 floats per row of a round) count against the 48 KiB default too
+    if (smem + 6 * sizeof(float) * LN_ROUND_ROWS > 48 * 1024 &&
+        cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem) != cudaSuccess) {
         fatal("%s: C = %d needs %zu bytes of shared memory per block, more than this GPU allows", what, C, smem);
     }
     launch(blocks, block_rows, smem);

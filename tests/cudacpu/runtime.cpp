@@ -15,6 +15,7 @@ names it ("cudacpu: ... not modelled"), never a silent guess.
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -164,6 +165,8 @@ struct Worker {
     BlockState block;
     std::vector<unsigned char> smem;
     std::vector<std::pair<void*, size_t>> static_smem;  // the static __shared__ variables seen (static_smem)
+    std::map<const void*, size_t> static_bytes;          // their bytes per kernel
+    const void* func;                                    // the kernel running (run_grid's func)
     std::vector<uint64_t> gathered;  // 32 per warp: what the lanes posted at the last warp_gather
     void (*body)(void*);
     void* ctx;
@@ -639,17 +642,34 @@ static void run_block(Worker* w) {
     }
 }
 
+// the largest dynamic shared memory each kernel was allowed (cudaFuncSetAttribute), and each kernel's static
+// __shared__ bytes once it ran: a launch fails where dynamic and static together pass the limit, as on a GPU
+static std::map<const void*, int> max_dynamic_smem;
+static std::map<const void*, size_t> static_smem_of;
+static cudaError_t last_error = cudaSuccess;
+static const size_t DEFAULT_SMEM = 48 * 1024, OPTIN_SMEM = 227 * 1024;
+
+// the dynamic shared memory a launch of func may ask for beside static bytes of static __shared__ variables
+static size_t dynamic_smem_allowed(const void* func, size_t stat) {
+    auto it = max_dynamic_smem.find(func);
+    size_t limit = it == max_dynamic_smem.end() ? DEFAULT_SMEM : OPTIN_SMEM;
+    size_t allowed = limit > stat ? limit - stat : 0;
+    return it == max_dynamic_smem.end() ? allowed : std::min(allowed, (size_t)it->second);
+}
+
 bool static_smem(void* p, size_t bytes) {
     Worker* w = running_worker("__shared__");
     memset(p, 0xff, bytes);
     w->static_smem.push_back(std::make_pair(p, bytes));
+    size_t stat = (w->static_bytes[w->func] += bytes);
+    static_smem_of[w->func] = std::max(static_smem_of[w->func], stat);
+    if (w->cfg->smem > dynamic_smem_allowed(w->func, stat)) {
+        fail("launch of %s at %s:%d: %zu bytes of dynamic shared memory beside %zu static, above the %zu allowed "
+             "(cudaFuncSetAttribute)", w->cfg->name, w->cfg->file, w->cfg->line, w->cfg->smem, stat,
+             dynamic_smem_allowed(w->func, stat));
+    }
     return true;
 }
-
-// the largest dynamic shared memory each kernel was allowed (cudaFuncSetAttribute)
-static std::map<const void*, int> max_dynamic_smem;
-static cudaError_t last_error = cudaSuccess;
-static const size_t DEFAULT_SMEM = 48 * 1024, OPTIN_SMEM = 227 * 1024;
 
 static void launch_error(const LaunchConfig& cfg, cudaError_t err, const char* why) {
     fprintf(stderr, "cudacpu: launch of %s at %s:%d failed: %s\n", cfg.name, cfg.file, cfg.line, why);
@@ -671,12 +691,10 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
         snprintf(why, sizeof(why), "grid (%u,%u,%u) block (%u,%u,%u) exceeds the limits", g.x, g.y, g.z, b.x, b.y, b.z);
         return launch_error(cfg, cudaErrorInvalidConfiguration, why);
     }
-    size_t allowed = DEFAULT_SMEM;
-    auto it = max_dynamic_smem.find(func);
-    if (it != max_dynamic_smem.end()) { allowed = (size_t)it->second; }
+    size_t stat = static_smem_of.count(func) ? static_smem_of[func] : 0, allowed = dynamic_smem_allowed(func, stat);
     if (cfg.smem > allowed) {
-        snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory, above the %zu allowed (cudaFuncSetAttribute)",
-                 cfg.smem, allowed);
+        snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory beside %zu static, above the %zu allowed "
+                 "(cudaFuncSetAttribute)", cfg.smem, stat, allowed);
         return launch_error(cfg, cudaErrorInvalidValue, why);
     }
     Worker* w = get_worker();
@@ -685,6 +703,7 @@ void run_grid(const LaunchConfig& cfg, void (*body)(void*), void* ctx, const voi
     w->body = body;
     w->ctx = ctx;
     w->cfg = &cfg;
+    w->func = func;
     w->smem.resize(cfg.smem > 0 ? cfg.smem : 1);
     w->gathered.resize(((size_t)threads + 31) / 32 * 32);
     w->block.block_dim = b;

@@ -75,6 +75,14 @@ __global__ void read_static_shared(float* out) {
     slot[0] = 1.0f;
 }
 
+// 1 KiB of static shared memory beside the dynamic shared memory of the launch
+__global__ void static_beside_dynamic(float* out) {
+    __shared__ float table[256];
+    extern __shared__ float dynamic[];
+    table[threadIdx.x] = dynamic[threadIdx.x] = 1.0f;
+    out[threadIdx.x] = table[threadIdx.x] + dynamic[threadIdx.x];
+}
+
 __global__ void copy_kernel(float* out, const float* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { out[i] = in[i]; }
@@ -170,6 +178,9 @@ int main(int argc, char** argv) {
         check(cudaStreamSynchronize(0), "cudaStreamSynchronize");
         printf("pinned destination before the wait %g, after %g\n", before, h[7]);
         return before == 0.0f && h[7] == 7.0f ? 0 : 1;
+    } else if (strcmp(c, "static_beside_dynamic") == 0) {
+        // 48 KiB of dynamic shared memory fit the default limit alone, not beside 1 KiB of static
+        static_beside_dynamic<<<1, 256, 48 * 1024>>>(d);
     } else if (strcmp(c, "too_many_threads") == 0) {
         // a launch over the limits is an error the next cudaGetLastError returns (returns 0 when it does)
         copy_kernel<<<1, 2048>>>(d, d, 0);

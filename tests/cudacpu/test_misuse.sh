@@ -36,6 +36,7 @@ for CUDACPU_SCHEDULE in forward warp-reverse; do
     expect copy_past_allocation "cudaMemcpy source: 4100 bytes at .* are not inside one device allocation"
     expect matmul_past_allocation "cublasLtMatmul operand A (not transposed): 8064 bytes at .* are not inside one device allocation"
     expect pinned_written_early "pinned host memory at .* (1024 bytes) was written before the cudaMemcpyAsync from it at tests/cudacpu/test_misuse.cu:[0-9]* (in main) was waited for (cudaStreamSynchronize at"
+    expect static_beside_dynamic "static_beside_dynamic.* 49152 bytes of dynamic shared memory beside 1024 static, above the 48128 allowed"
     for c in uninitialised_is_nan static_shared_is_nan download_lands_at_wait too_many_threads; do
         if out=$("$bin" $c 2>&1); then
             passed=$((passed + 1))
@@ -46,5 +47,5 @@ for CUDACPU_SCHEDULE in forward warp-reverse; do
         fi
     done
 done
-echo "test-misuse: $passed of 32 misuse cases caught as expected (16 cases, 2 schedules)"
+echo "test-misuse: $passed of 34 misuse cases caught as expected (17 cases, 2 schedules)"
 exit $failed
