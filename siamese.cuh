@@ -280,7 +280,7 @@ static void column_grads(float* out, const Td* in, int N, int C) {
 
 // The rounds of one block, LN_ROUND_ROWS rows each (the last ones short), the n sums in dynamic shared memory:
 //   1. per_row(row, slot), one warp per row (slot: its place in the round): the row's LN-backward means;
-//   2. after a barrier, G = max(1, 256 / V) groups over the V = C / W vectors (item m = group V + v, thread m % 256):
+//   2. after a barrier, G = 256 / V groups (1 to LN_ROUND_ROWS) over the V = C / W vectors (item m = group V + v):
 //      per_column(row, slot, v W, g) for the group's rows, slots group, group + G, ... in order: the input gradients,
 //      and the parameter-gradient terms into g, then the group's sums (element e of sum q at sums[group n C + q C +
 //      e V + v]: conflict-free); a second barrier. At the end, the block's partial rows: its groups' sums in order.
